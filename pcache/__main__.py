@@ -1,0 +1,3 @@
+from pcache.cli.app import main
+
+main()

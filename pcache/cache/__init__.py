@@ -1,0 +1,1 @@
+"""Block math, chained block hashes, the block pool and its policies, provider profiles."""

@@ -1,0 +1,1 @@
+"""The command line: one module per command; the only code in pcache that prints."""

@@ -1,0 +1,81 @@
+"""The `pcache` command: a registration list and the mapping of errors to exit codes."""
+
+from __future__ import annotations
+
+import os
+import click
+import typer
+from typer.core import TyperGroup
+
+from pcache import __version__
+
+
+class PcacheGroup(TyperGroup):
+    """Maps pcache's typed errors to one line on stderr and their exit code, in every runner."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        from pcache.cli.console import error
+        from pcache.errors import PcacheError
+
+        try:
+            return super().invoke(ctx)
+        except PcacheError as failure:
+            error(str(failure))
+            ctx.exit(failure.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            ctx.exit(130)
+        except BrokenPipeError:
+            ctx.exit(0)
+        except Exception as failure:
+            if os.environ.get("PCACHE_DEBUG"):
+                raise
+            error(f"internal error: {type(failure).__name__}: {failure}")
+            ctx.exit(2)
+
+
+app = typer.Typer(
+    cls=PcacheGroup,
+    name="pcache",
+    help=(
+        "Why is our prompt cache hit rate so low, and what would fixing it buy us?\n\n"
+        "Example: pcache diff samples/a.json samples/b.json"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pcache {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+) -> None:
+    """Why is our prompt cache hit rate so low, and what would fixing it buy us?"""
+
+
+def _register() -> None:
+    from pcache.cli import diff, hash
+
+    app.command("hash")(hash.hash_command)
+    app.command("diff")(diff.diff_command)
+
+
+_register()
+
+
+def main() -> None:
+    """Console entry point."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    app()

@@ -1,0 +1,66 @@
+"""`pcache hash FILE`: token count and chained block hashes of each request."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pcache.cli.options import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_DATE,
+    DEFAULT_HASH_ALGO,
+    DEFAULT_TOKENIZER,
+    BlockSizeOpt,
+    CacheSaltOpt,
+    DateOpt,
+    FormatOpt,
+    HashAlgoOpt,
+    TokenizerOpt,
+)
+
+
+def hash_command(
+    file: Annotated[str, typer.Argument(help="A request (.json), a JSONL file, or - for stdin.")],
+    tokenizer: TokenizerOpt = DEFAULT_TOKENIZER,
+    block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
+    hash_algo: HashAlgoOpt = DEFAULT_HASH_ALGO,
+    cache_salt: CacheSaltOpt = None,
+    date: DateOpt = DEFAULT_DATE,
+    format: FormatOpt = "text",
+) -> None:
+    """Print the token count and block hashes of a request.
+
+    Example: pcache hash samples/a.json --hash-algo sha256_cbor --format json
+    """
+    import orjson
+
+    from pcache.cli.console import stdout, write_json
+    from pcache.errors import UsageError
+    from pcache.pipeline import Settings, hash_request, iter_requests, validate_date
+
+    if format not in ("text", "json"):
+        raise UsageError(f"--format must be text or json, got {format!r}")
+    settings = Settings(tokenizer, block_size, hash_algo, cache_salt, validate_date(date))
+    for request in iter_requests(file):
+        hashed = hash_request(request, settings)
+        record = {
+            "source": request.label,
+            "num_tokens": hashed.rendered.num_tokens,
+            "block_size": block_size,
+            "hash_algo": hash_algo,
+            "tokenizer": hashed.rendered.renderer,
+            "block_hashes": [h.hex() for h in hashed.hashes],
+        }
+        if format == "json":
+            write_json(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
+            continue
+        stdout.print(
+            f"[bold]{request.label}[/]: {record['num_tokens']} tokens,"
+            f" {len(hashed.hashes)} full blocks of {block_size} ({hash_algo}, {record['tokenizer']})"
+        )
+        for index, digest in enumerate(record["block_hashes"]):
+            stdout.print(
+                f"  block {index:>4}  tokens {index * block_size:>6}-"
+                f"{(index + 1) * block_size - 1:<6}  {digest}"
+            )

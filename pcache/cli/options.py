@@ -1,0 +1,46 @@
+"""Option declarations shared by several commands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+TokenizerOpt = Annotated[
+    str,
+    typer.Option(
+        "--tokenizer",
+        "-t",
+        help="gpt-oss (embedded, default), o200k_base, cl100k_base, o200k_harmony, or a Hugging"
+        " Face model directory or hub id (tokenizer.json + chat template).",
+    ),
+]
+BlockSizeOpt = Annotated[
+    int, typer.Option("--block-size", "-b", min=1, help="Tokens per KV block.")
+]
+HashAlgoOpt = Annotated[
+    str,
+    typer.Option(
+        "--hash-algo",
+        help="pcache (namespaced, default), or vLLM's sha256, sha256_cbor, xxhash, xxhash_cbor.",
+    ),
+]
+CacheSaltOpt = Annotated[
+    str | None, typer.Option("--cache-salt", help="Per-tenant salt mixed into the first block.")
+]
+DateOpt = Annotated[
+    str,
+    typer.Option(
+        "--date",
+        help="Date (YYYY-MM-DD) written by templates that print one; fixed for reproducibility.",
+    ),
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: text or json.")]
+
+# Literal copies of the core defaults keep `pcache --help` free of heavy imports;
+# tests/test_cli_basics.py checks they agree with the core.
+DEFAULT_TOKENIZER = "gpt-oss"
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_HASH_ALGO = "pcache"
+DEFAULT_DATE = "2026-01-01"

@@ -1,0 +1,46 @@
+"""Typed errors raised by pcache's core; only `pcache.cli` turns them into messages and exit codes."""
+
+from __future__ import annotations
+
+
+class PcacheError(Exception):
+    """Base class of every error pcache reports to a user (exit code 2)."""
+
+    exit_code = 2
+
+
+class InputError(PcacheError):
+    """A user's input file cannot be read or understood."""
+
+    def __init__(
+        self, source: str, message: str, line: int | None = None, column: int | None = None
+    ):
+        self.source = source
+        self.message = message
+        self.line = line
+        self.column = column
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.message}"
+
+
+class UsageError(PcacheError):
+    """An option or argument is invalid."""
+
+
+class ConfigError(PcacheError):
+    """A configuration file (pyproject.toml) is invalid."""
+
+
+class TokenizerError(PcacheError):
+    """A tokenizer or chat template cannot be loaded or applied."""
+
+
+class EngineError(PcacheError):
+    """The built-in engine cannot run the requested model or workload."""

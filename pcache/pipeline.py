@@ -1,0 +1,83 @@
+"""The one data path every command shares: file -> Request -> RenderedPrompt -> block hashes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pcache.cache.hashing import HashSettings, block_hashes
+from pcache.errors import InputError
+from pcache.prompt.loading import Document, iter_documents
+from pcache.prompt.render import render, resolve_renderer
+from pcache.prompt.rendered import RenderedPrompt
+from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Rendering and hashing settings chosen on the command line."""
+
+    tokenizer: str = "gpt-oss"
+    block_size: int = 16
+    hash_algo: str = "pcache"
+    cache_salt: str | None = None
+    date: str = DEFAULT_DATE
+    add_generation_prompt: bool = True
+
+    def render_options(self) -> RenderOptions:
+        return RenderOptions(date=self.date, add_generation_prompt=self.add_generation_prompt)
+
+    def hash_settings(self, rendered: RenderedPrompt) -> HashSettings:
+        salt = self.cache_salt if self.cache_salt is not None else rendered.request.cache_salt
+        return HashSettings(
+            algo=self.hash_algo,
+            block_size=self.block_size,
+            cache_salt=salt,
+            renderer=rendered.renderer,
+            template_digest=rendered.template_digest,
+        )
+
+
+@dataclass(slots=True)
+class HashedPrompt:
+    """A rendered prompt and the chained hashes of its full blocks."""
+
+    rendered: RenderedPrompt
+    hashes: list[bytes]
+    settings: HashSettings
+
+
+def iter_requests(path: str | os.PathLike[str]) -> Iterator[Request]:
+    for document in iter_documents(path):
+        assert isinstance(document, Document)
+        yield request_from_document(document.value, document.source, document.line)
+
+
+def load_request(path: str | os.PathLike[str]) -> Request:
+    """The single request in a file (a JSONL file must hold exactly one line here)."""
+    requests = iter_requests(path)
+    first = next(requests)
+    if next(requests, None) is not None:
+        raise InputError(first.source, "holds several requests; pass a file with one request")
+    return first
+
+
+def validate_date(date: str) -> str:
+    from datetime import date as calendar_date
+
+    try:
+        calendar_date.fromisoformat(date)
+    except ValueError:
+        from pcache.errors import UsageError
+
+        raise UsageError(f"--date must be YYYY-MM-DD, got {date!r}") from None
+    return date
+
+
+def hash_request(request: Request, settings: Settings) -> HashedPrompt:
+    renderer = resolve_renderer(settings.tokenizer)
+    rendered = render(request, renderer, settings.render_options())
+    hash_settings = settings.hash_settings(rendered)
+    return HashedPrompt(rendered, block_hashes(rendered.token_ids, hash_settings), hash_settings)

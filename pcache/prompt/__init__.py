@@ -1,0 +1,1 @@
+"""Requests in, rendered and tokenized prompts out: loading, rendering, tokenizers, provenance."""

@@ -1,0 +1,154 @@
+"""Read JSON and JSONL inputs safely: size limits, binary files, line:column errors, streaming."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pcache.errors import InputError
+
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One parsed JSON value and where it came from (line is 1-based for JSONL lines, else None)."""
+
+    source: str
+    line: int | None
+    value: Any
+
+
+def display_name(path: str | os.PathLike[str]) -> str:
+    return "<stdin>" if str(path) == "-" else str(path)
+
+
+def _check_regular_file(path: Path, source: str, max_bytes: int) -> int:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise InputError(source, "no such file") from None
+    except PermissionError:
+        raise InputError(source, "permission denied") from None
+    except OSError as error:
+        raise InputError(source, error.strerror or "cannot read file") from None
+    if path.is_dir():
+        raise InputError(source, "is a directory, expected a JSON or JSONL file")
+    if info.st_size > max_bytes:
+        raise InputError(
+            source,
+            f"file is too large ({info.st_size / 2**20:.0f} MiB > {max_bytes / 2**20:.0f} MiB);"
+            " split it or use a .jsonl file",
+        )
+    return info.st_size
+
+
+def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """Read a whole input file ('-' is stdin), refusing binary, empty and oversized input."""
+    source = display_name(path)
+    if str(path) == "-":
+        data = sys.stdin.buffer.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise InputError(source, f"input is larger than {max_bytes / 2**20:.0f} MiB")
+    else:
+        _check_regular_file(Path(path), source, max_bytes)
+        try:
+            data = Path(path).read_bytes()
+        except OSError as error:
+            raise InputError(source, error.strerror or "cannot read file") from None
+    _check_text(data[:SNIFF_BYTES], source)
+    if not data.strip():
+        raise InputError(source, "file is empty, expected a JSON request")
+    return data
+
+
+def _check_text(head: bytes, source: str) -> None:
+    if b"\x00" in head:
+        raise InputError(source, "binary file, expected JSON text")
+
+
+def parse_json(data: bytes, source: str, line: int | None = None) -> Any:
+    """Parse one JSON document; errors name source:line:column."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        message = str(error.msg)
+        if line is not None:  # a JSONL line: the line is the file's, the column the line's
+            raise InputError(source, f"invalid JSON: {message}", line, error.colno) from None
+        raise InputError(source, f"invalid JSON: {message}", error.lineno, error.colno) from None
+
+
+def is_jsonl_name(path: str | os.PathLike[str]) -> bool:
+    return str(path).endswith((".jsonl", ".ndjson", ".jsonl.txt"))
+
+
+def load_documents(path: str | os.PathLike[str]) -> list[Document]:
+    """All documents of a .json file (one) or a .jsonl file (one per non-blank line)."""
+    return list(iter_documents(path))
+
+
+def iter_documents(
+    path: str | os.PathLike[str], *, skip_errors: bool = False
+) -> Iterator[Document | InputError]:
+    """Stream documents; with skip_errors, a bad JSONL line yields its InputError instead of raising.
+
+    A `.json` file holds one document, unless it does not parse as one and every non-blank line
+    parses on its own (a JSONL log saved as .json).
+    """
+    source = display_name(path)
+    if str(path) != "-" and is_jsonl_name(path):
+        _check_regular_file(Path(path), source, max_bytes=2**62)
+        yield from _iter_jsonl_file(Path(path), source, skip_errors)
+        return
+    data = read_bytes(path)
+    try:
+        yield Document(source, None, orjson.loads(data))
+        return
+    except orjson.JSONDecodeError as error:
+        first_error = error
+    lines = data.splitlines()
+    if len([raw for raw in lines if raw.strip()]) > 1 and lines[0].strip().startswith(b"{"):
+        try:
+            parsed = [
+                (number, orjson.loads(raw)) for number, raw in enumerate(lines, 1) if raw.strip()
+            ]
+        except orjson.JSONDecodeError:
+            parsed = None
+        if parsed is not None:
+            for number, value in parsed:
+                yield Document(source, number, value)
+            return
+    raise InputError(
+        source, f"invalid JSON: {first_error.msg}", first_error.lineno, first_error.colno
+    )
+
+
+def _iter_jsonl_file(path: Path, source: str, skip_errors: bool) -> Iterator[Document | InputError]:
+    try:
+        handle = path.open("rb")
+    except OSError as error:
+        raise InputError(source, error.strerror or "cannot read file") from None
+    with handle:
+        head = handle.read(SNIFF_BYTES)
+        _check_text(head, source)
+        handle.seek(0)
+        seen_any = False
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            seen_any = True
+            try:
+                yield Document(source, number, parse_json(raw, source, number))
+            except InputError as error:
+                if not skip_errors:
+                    raise
+                yield error
+        if not seen_any:
+            raise InputError(source, "file is empty, expected JSON lines")

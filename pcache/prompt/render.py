@@ -1,0 +1,50 @@
+"""One entry point from a request to a RenderedPrompt, and the `--tokenizer` registry."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pcache.prompt.rendered import RenderedPrompt, Span
+from pcache.prompt.request import KIND_PROMPT, KIND_TOKEN_IDS, Request
+from pcache.prompt.tiktoken_offline import ENCODINGS
+from pcache.prompt.tokenizer import Renderer, RenderOptions
+
+DEFAULT_TOKENIZER = "gpt-oss"
+"""The embedded default: the gpt-oss (harmony) chat format with tiktoken's o200k_harmony."""
+
+
+@cache
+def resolve_renderer(name: str | None = None) -> Renderer:
+    """`gpt-oss` (default), a bundled tiktoken encoding, or a Hugging Face model dir or hub id."""
+    name = name or DEFAULT_TOKENIZER
+    if name in ("gpt-oss", "harmony"):
+        from pcache.prompt.harmony import HarmonyRenderer
+
+        return HarmonyRenderer()
+    if name in ENCODINGS:
+        from pcache.prompt.plain import PlainRenderer
+
+        return PlainRenderer(name)
+    from pcache.prompt.hf_template import load_hf_renderer
+
+    return load_hf_renderer(name)
+
+
+def render(
+    request: Request, renderer: Renderer, options: RenderOptions | None = None
+) -> RenderedPrompt:
+    """Render (chat template), tokenize and attach provenance."""
+    options = options or RenderOptions()
+    if request.kind == KIND_TOKEN_IDS:
+        assert request.token_ids is not None
+        ids = list(request.token_ids)
+        return RenderedPrompt(request, "", ids, [0] * len(ids), [], renderer.name)
+    if request.kind == KIND_PROMPT:
+        assert request.prompt is not None
+        text, spans = request.prompt, [Span(0, len(request.prompt), request.source_path("prompt"))]
+    else:
+        text, spans = renderer.render_text(request, options)
+    token_ids, starts = renderer.encode_with_starts(text)
+    return RenderedPrompt(
+        request, text, token_ids, starts, spans, renderer.name, renderer.template_digest
+    )
