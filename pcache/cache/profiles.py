@@ -1,0 +1,91 @@
+"""Cache profiles of engines and providers: the rules read from `pcache/data/providers.json`.
+
+A profile answers one question: after request A was cached, how many prompt tokens of request B
+does this cache reuse, given the length of their common token prefix?
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from pcache.errors import UsageError
+
+PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic")
+
+
+@cache
+def profile_data() -> dict[str, Any]:
+    return orjson.loads((resources.files("pcache") / "data" / "providers.json").read_bytes())
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One cache's reuse rules (values from the data file)."""
+
+    name: str
+    granularity: str
+    min_tokens: int
+    keep_last_token: bool
+    step_tokens: int = 0
+    max_breakpoints: int = 0
+    ttl_seconds: float | None = None
+    cached_read_multiplier: float = 1.0
+    cache_write_multiplier: float = 1.0
+    input_price_per_mtok: float = 0.0
+
+
+def load_profile(name: str) -> Profile:
+    profiles = profile_data()["profiles"]
+    if name not in profiles:
+        raise UsageError(f"unknown profile {name!r} (choose from {', '.join(profiles)})")
+    entry = profiles[name]
+
+    def value(key: str, default: Any) -> Any:
+        return entry[key]["value"] if key in entry else default
+
+    return Profile(
+        name=name,
+        granularity=entry["granularity"],
+        min_tokens=value("min_tokens", 0),
+        keep_last_token=value("keep_last_token", True),
+        step_tokens=value("step_tokens", 0),
+        max_breakpoints=value("max_breakpoints", 0),
+        ttl_seconds=value("ttl_seconds", None),
+        cached_read_multiplier=value("cached_read_multiplier", 1.0),
+        cache_write_multiplier=value("cache_write_multiplier", 1.0),
+        input_price_per_mtok=value("input_price_per_mtok", 0.0),
+    )
+
+
+def reusable_tokens(
+    profile: Profile,
+    common_prefix: int,
+    num_tokens_b: int,
+    block_size: int,
+    written_breakpoints: tuple[int, ...] = (),
+) -> int:
+    """Prompt tokens of B this cache reuses after A was cached, A and B sharing `common_prefix`.
+
+    `written_breakpoints` (breakpoint granularity only) are the token positions where A's
+    cache_control markers wrote an entry that B also marks or reads within the lookback.
+    """
+    limit = min(common_prefix, num_tokens_b - 1 if profile.keep_last_token else num_tokens_b)
+    limit = max(limit, 0)
+    if profile.granularity == "block":
+        return (limit // block_size) * block_size
+    if profile.granularity == "token":
+        return limit if limit >= profile.min_tokens else 0
+    if profile.granularity == "steps":
+        if limit < profile.min_tokens:
+            return 0
+        step = profile.step_tokens or 1
+        return profile.min_tokens + ((limit - profile.min_tokens) // step) * step
+    if profile.granularity == "breakpoint":
+        usable = [p for p in written_breakpoints if profile.min_tokens <= p <= limit]
+        return max(usable, default=0)
+    raise AssertionError(f"unknown granularity {profile.granularity}")
