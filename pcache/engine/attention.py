@@ -1,0 +1,80 @@
+"""The attention layer and its two backends behind one interface (torch, triton)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pcache.engine.context import AttentionMetadata, get_context
+
+
+class TorchBackend:
+    """Gather the pages and run SDPA: runs everywhere, and is the oracle."""
+
+    name = "torch"
+
+    def store(self, key, value, k_cache, v_cache, metadata: AttentionMetadata) -> None:
+        from pcache.kernels.reference import store_kv_reference
+
+        store_kv_reference(key, value, k_cache, v_cache, metadata.slot_mapping)
+
+    def attend(self, query, k_cache, v_cache, metadata: AttentionMetadata, scale: float):
+        from pcache.kernels.reference import paged_attention_reference
+
+        return paged_attention_reference(
+            query,
+            k_cache,
+            v_cache,
+            metadata.query_lens_list,
+            metadata.seq_lens_list,
+            metadata.block_table,
+            scale,
+        )
+
+
+class TritonBackend:
+    """The KV-store kernel and the unified paged-attention kernel (GPU, or the interpreter)."""
+
+    name = "triton"
+
+    def store(self, key, value, k_cache, v_cache, metadata: AttentionMetadata) -> None:
+        from pcache.kernels.store_kv import store_kv
+
+        store_kv(key, value, k_cache, v_cache, metadata.slot_mapping)
+
+    def attend(self, query, k_cache, v_cache, metadata: AttentionMetadata, scale: float):
+        from pcache.kernels.paged_attention import paged_attention
+
+        return paged_attention(
+            query,
+            k_cache,
+            v_cache,
+            metadata.cu_seqlens_q,
+            metadata.seq_lens,
+            metadata.block_table,
+            metadata.max_seqlen_q,
+            scale,
+        )
+
+
+def get_backend(name: str):
+    assert name in ("torch", "triton"), name
+    return TorchBackend() if name == "torch" else TritonBackend()
+
+
+class Attention(nn.Module):
+    """Writes this layer's new K/V into its paged cache, then attends over the cache."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.scale = head_dim**-0.5
+        self.k_cache = torch.empty(0)
+        self.v_cache = torch.empty(0)
+
+    def forward(self, query, key, value) -> torch.Tensor:
+        metadata = get_context()
+        backend = metadata.backend
+        # store first: every query of this step, of any sequence, may read these slots
+        backend.store(key, value, self.k_cache, self.v_cache, metadata)
+        return backend.attend(query, self.k_cache, self.v_cache, metadata, self.scale)

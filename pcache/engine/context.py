@@ -1,0 +1,44 @@
+"""The per-step attention metadata every attention layer reads (set once per forward pass)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class AttentionMetadata:
+    """Where each sequence's new tokens sit in the batch and where its KV lives.
+
+    Sequence i has query tokens `cu_seqlens_q[i]:cu_seqlens_q[i+1]` at positions
+    `seq_lens[i] - query_len .. seq_lens[i] - 1`; its keys are positions `0 .. seq_lens[i] - 1`,
+    read through `block_table[i]`. `slot_mapping[t]` is the KV slot token t is written to.
+    """
+
+    cu_seqlens_q: Any
+    seq_lens: Any
+    block_table: Any
+    slot_mapping: Any
+    max_seqlen_q: int
+    max_seqlen_k: int
+    query_lens_list: list[int]
+    seq_lens_list: list[int]
+    backend: Any = None
+
+
+_CONTEXT: AttentionMetadata | None = None
+
+
+def set_context(metadata: AttentionMetadata) -> None:
+    global _CONTEXT
+    _CONTEXT = metadata
+
+
+def get_context() -> AttentionMetadata:
+    assert _CONTEXT is not None, "attention called outside a forward pass"
+    return _CONTEXT
+
+
+def reset_context() -> None:
+    global _CONTEXT
+    _CONTEXT = None

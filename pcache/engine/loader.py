@@ -1,0 +1,152 @@
+"""Build a model from a preset (seeded random weights) or a local checkpoint directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from pcache.engine.model_config import ModelConfig, model_config_from_dict
+from pcache.engine.models.decoder import PACKED_MODULES, CausalLM
+from pcache.engine.presets import PRESETS, preset_config
+from pcache.errors import EngineError
+
+IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def resolve_model_config(model: str) -> tuple[ModelConfig, Path | None]:
+    """A preset name gives its shape and no directory; a directory gives its config.json."""
+    if model in PRESETS:
+        return model_config_from_dict(preset_config(model), f"preset {model}"), None
+    directory = Path(model)
+    if not directory.is_dir():
+        raise EngineError(
+            f"{model}: not a model directory nor a preset (presets: {', '.join(PRESETS)})"
+        )
+    config_path = directory / "config.json"
+    if not config_path.is_file():
+        raise EngineError(f"{config_path}: no config.json in the model directory")
+    try:
+        data = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as failure:
+        raise EngineError(f"{config_path}: cannot read config ({failure})") from None
+    if not isinstance(data, dict):
+        raise EngineError(f"{config_path}: expected a JSON object")
+    return model_config_from_dict(data, str(config_path)), directory
+
+
+def build_model(
+    config: ModelConfig, dtype: torch.dtype, device: torch.device, max_positions: int
+) -> CausalLM:
+    """Allocate an uninitialized model (no default init pass over the weights)."""
+    with torch.device("meta"):
+        model = CausalLM(config, max_positions)
+    model = model.to_empty(device=device)
+    # buffers (rotary tables) were lost by to_empty: rebuild them on the device in fp32
+    from pcache.engine.models.layers import RotaryEmbedding
+
+    model.rotary = RotaryEmbedding(
+        config.head_dim, max_positions, config.rope_theta, config.rope_scaling
+    ).to(device)
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.to(dtype).requires_grad_(False)
+
+
+def random_init(model: CausalLM, seed: int) -> None:
+    """Seeded normal(0, 0.02) matrices, unit norms, zero biases."""
+    generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
+    for name, parameter in model.named_parameters():
+        if name.endswith("norm.weight"):
+            parameter.fill_(1.0)
+        elif name.endswith(".bias"):
+            parameter.zero_()
+        else:
+            parameter.normal_(0.0, 0.02, generator=generator)
+
+
+def load_checkpoint(model: CausalLM, directory: Path) -> None:
+    """Copy safetensors weights (sharded or not) straight into the packed parameters."""
+    from safetensors import safe_open
+
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise EngineError(f"{directory}: no *.safetensors weight files")
+    parameters = dict(model.named_parameters(remove_duplicate=False))
+    expected = {(name, shard) for name, shard in _expected_shards(model)}
+    loaded: set[tuple[str, int]] = set()
+    for path in files:
+        try:
+            with safe_open(str(path), framework="pt", device="cpu") as handle:
+                for checkpoint_name in handle.keys():  # noqa: SIM118
+                    if checkpoint_name.endswith(IGNORED_SUFFIXES):
+                        continue
+                    target = _target(model, checkpoint_name)
+                    if target is None or target[0] not in parameters:
+                        raise EngineError(f"{path}: unexpected weight {checkpoint_name!r}")
+                    name, shard = target
+                    tensor = handle.get_tensor(checkpoint_name)
+                    _copy_shard(model, parameters[name], name, shard, tensor, path)
+                    loaded.add((name, shard))
+        except EngineError:
+            raise
+        except Exception as failure:  # safetensors raises its own error types
+            raise EngineError(f"{path}: cannot read weights ({failure})") from None
+    missing = sorted(f"{name}[{shard}]" for name, shard in expected - loaded)
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise EngineError(f"{directory}: missing weights {', '.join(missing[:3])}{more}")
+
+
+def _expected_shards(model: CausalLM):
+    for name, parameter in model.named_parameters():
+        del parameter
+        if name == "lm_head.weight" and model.config.tie_word_embeddings:
+            continue
+        shards = len(_shard_sizes(model, name))
+        for shard in range(shards):
+            yield name, shard
+
+
+def _target(model: CausalLM, checkpoint_name: str) -> tuple[str, int] | None:
+    if checkpoint_name == "lm_head.weight" and model.config.tie_word_embeddings:
+        return "model.embed_tokens.weight", 0
+    for short, (packed, shard) in PACKED_MODULES.items():
+        if f".{short}." in checkpoint_name:
+            return checkpoint_name.replace(f".{short}.", f".{packed}."), shard
+    return checkpoint_name, 0
+
+
+def _shard_sizes(model: CausalLM, name: str) -> list[int]:
+    config = model.config
+    if ".qkv_proj." in name:
+        return [config.q_size, config.kv_size, config.kv_size]
+    if ".gate_up_proj." in name:
+        return [config.intermediate_size, config.intermediate_size]
+    return [dict(model.named_parameters(remove_duplicate=False))[name].shape[0]]
+
+
+def _copy_shard(model, parameter, name, shard, tensor, path) -> None:
+    sizes = _shard_sizes(model, name)
+    offset = sum(sizes[:shard])
+    target = parameter.data.narrow(0, offset, sizes[shard]) if len(sizes) > 1 else parameter.data
+    if tuple(tensor.shape) != tuple(target.shape):
+        raise EngineError(
+            f"{path}: weight {name} shard {shard} has shape {tuple(tensor.shape)},"
+            f" the config says {tuple(target.shape)}"
+        )
+    target.copy_(tensor)
+
+
+def load_model(
+    model: str, dtype: torch.dtype, device: torch.device, max_positions: int, seed: int = 0
+) -> CausalLM:
+    """A ready model: random weights for a preset, checkpoint weights for a directory."""
+    config, directory = resolve_model_config(model)
+    network = build_model(config, dtype, device, max_positions)
+    if directory is None:
+        random_init(network, seed)
+    else:
+        load_checkpoint(network, directory)
+    return network

@@ -1,0 +1,119 @@
+"""The shape of a decoder model, read from a Hugging Face `config.json` (no torch needed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pcache.errors import EngineError
+
+ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+}
+ROPE_TYPES = ("default", "linear", "llama3")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """Architecture family and dimensions of a Llama / Qwen2 / Qwen3 decoder."""
+
+    family: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: dict[str, Any] = field(default_factory=dict)
+    max_position_embeddings: int = 4096
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    output_bias: bool = False
+    mlp_bias: bool = False
+    eos_token_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        assert self.family in ARCHITECTURES.values()
+        assert self.num_heads % self.num_kv_heads == 0
+        assert self.head_dim % 2 == 0
+
+    @property
+    def has_qk_norm(self) -> bool:
+        return self.family == "qwen3"
+
+    @property
+    def q_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def num_parameters(self) -> int:
+        hidden, inner = self.hidden_size, self.intermediate_size
+        per_layer = hidden * (self.q_size + 2 * self.kv_size) + self.q_size * hidden
+        per_layer += 3 * hidden * inner + 2 * hidden
+        if self.has_qk_norm:
+            per_layer += 2 * self.head_dim
+        embeddings = self.vocab_size * hidden * (1 if self.tie_word_embeddings else 2)
+        return self.num_layers * per_layer + embeddings + hidden
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        return 2 * self.num_layers * self.kv_size * dtype_bytes
+
+
+def model_config_from_dict(data: dict[str, Any], source: str = "config.json") -> ModelConfig:
+    """Validate a `config.json` dictionary; unsupported models raise EngineError."""
+    architectures = data.get("architectures") or []
+    family = ARCHITECTURES.get(architectures[0]) if architectures else None
+    if family is None:
+        family = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}.get(data.get("model_type"))
+    if family is None:
+        named = architectures[0] if architectures else data.get("model_type", "none")
+        raise EngineError(
+            f"{source}: unsupported architecture {named!r}"
+            f" (supported: {', '.join(ARCHITECTURES)})"
+        )
+    if data.get("use_sliding_window"):
+        raise EngineError(f"{source}: sliding-window attention is not supported")
+    try:
+        hidden = int(data["hidden_size"])
+        num_heads = int(data["num_attention_heads"])
+        rope = dict(data.get("rope_parameters") or data.get("rope_scaling") or {})
+        rope_theta = float(rope.pop("rope_theta", data.get("rope_theta", 10000.0)))
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        rope["rope_type"] = rope_type
+        rope.pop("type", None)
+        eos = data.get("eos_token_id")
+        eos_ids = () if eos is None else tuple(eos) if isinstance(eos, list) else (int(eos),)
+        config = ModelConfig(
+            family=family,
+            vocab_size=int(data["vocab_size"]),
+            hidden_size=hidden,
+            intermediate_size=int(data["intermediate_size"]),
+            num_layers=int(data["num_hidden_layers"]),
+            num_heads=num_heads,
+            num_kv_heads=int(data.get("num_key_value_heads") or num_heads),
+            head_dim=int(data.get("head_dim") or hidden // num_heads),
+            rms_norm_eps=float(data.get("rms_norm_eps", 1e-6)),
+            rope_theta=rope_theta,
+            rope_scaling=rope,
+            max_position_embeddings=int(data.get("max_position_embeddings", 4096)),
+            tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
+            attention_bias=family == "qwen2" or bool(data.get("attention_bias", False)),
+            output_bias=family != "qwen2" and bool(data.get("attention_bias", False)),
+            mlp_bias=bool(data.get("mlp_bias", False)),
+            eos_token_ids=eos_ids,
+        )
+    except (KeyError, TypeError, ValueError, AssertionError) as failure:
+        raise EngineError(f"{source}: invalid model config ({type(failure).__name__}: {failure})")
+    if rope_type not in ROPE_TYPES:
+        raise EngineError(
+            f"{source}: unsupported rope_type {rope_type!r} (supported: {', '.join(ROPE_TYPES)})"
+        )
+    return config

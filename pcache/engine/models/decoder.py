@@ -1,0 +1,104 @@
+"""One decoder for the Llama, Qwen2 and Qwen3 families (switches: qkv bias, q/k norm, ties)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pcache.engine.attention import Attention
+from pcache.engine.model_config import ModelConfig
+from pcache.engine.models.layers import GatedMLP, RMSNorm, RotaryEmbedding, apply_rotary
+
+# checkpoint name -> (engine parameter name, shard index) for the packed projections
+PACKED_MODULES = {
+    "q_proj": ("qkv_proj", 0),
+    "k_proj": ("qkv_proj", 1),
+    "v_proj": ("qkv_proj", 2),
+    "gate_proj": ("gate_up_proj", 0),
+    "up_proj": ("gate_up_proj", 1),
+}
+
+
+class DecoderAttention(nn.Module):
+    """Packed qkv projection, optional per-head q/k norms, rotary, paged attention."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads = config.num_heads, config.num_kv_heads
+        self.head_dim = config.head_dim
+        self.q_size, self.kv_size = config.q_size, config.kv_size
+        self.qkv_proj = nn.Linear(
+            config.hidden_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias
+        )
+        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=config.output_bias)
+        self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.has_qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.has_qk_norm else None
+        self.attn = Attention(self.num_heads, self.num_kv_heads, self.head_dim)
+
+    def shard_sizes(self) -> list[int]:
+        return [self.q_size, self.kv_size, self.kv_size]
+
+    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        num_tokens = hidden.shape[0]
+        q, k, v = self.qkv_proj(hidden).split(self.shard_sizes(), dim=-1)
+        q = q.view(num_tokens, self.num_heads, self.head_dim)
+        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)
+        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        out = self.attn(q, k, v)
+        return self.o_proj(out.reshape(num_tokens, self.q_size))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm attention block then pre-norm MLP block, each with a residual."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = DecoderAttention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = GatedMLP(config.hidden_size, config.intermediate_size, config.mlp_bias)
+
+    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+
+class DecoderModel(nn.Module):
+    """Embedding, decoder layers and the final norm."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+
+class CausalLM(nn.Module):
+    """A decoder-only language model over a flat batch of tokens (no padding)."""
+
+    def __init__(self, config: ModelConfig, max_positions: int) -> None:
+        super().__init__()
+        self.config = config
+        self.model = DecoderModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.rotary = RotaryEmbedding(
+            config.head_dim, max_positions, config.rope_theta, config.rope_scaling
+        )
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        hidden = self.model.embed_tokens(input_ids)
+        cos, sin = self.rotary(positions, hidden.dtype)
+        for layer in self.model.layers:
+            hidden = layer(hidden, cos, sin)
+        return self.model.norm(hidden)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden)
+
+    def attention_layers(self) -> list[Attention]:
+        return [layer.self_attn.attn for layer in self.model.layers]

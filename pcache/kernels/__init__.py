@@ -1,0 +1,1 @@
+"""Attention kernels: Triton kernels beside their wrappers, and their plain-torch twins."""

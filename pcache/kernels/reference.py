@@ -1,0 +1,73 @@
+"""Plain-torch twins of the Triton kernels: the CPU path of the engine and the tests' oracle."""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+
+def store_kv_reference(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Write key/value [tokens, kv_heads, head_dim] to their slots; slot -1 is skipped."""
+    assert key.shape == value.shape and key.shape[1:] == k_cache.shape[2:]
+    keep = slot_mapping >= 0
+    if not bool(keep.all()):
+        key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
+    k_cache.view(-1, *k_cache.shape[2:])[slot_mapping] = key
+    v_cache.view(-1, *v_cache.shape[2:])[slot_mapping] = value
+
+
+def gather_pages(cache: torch.Tensor, block_ids: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """The first seq_len tokens of a sequence from its pages: [seq_len, kv_heads, head_dim]."""
+    return cache[block_ids].flatten(0, 1)[:seq_len]
+
+
+def paged_attention_reference(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    query_lens: list[int],
+    seq_lens: list[int],
+    block_table: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Causal attention of each sequence's new queries over its cached + new keys.
+
+    query [tokens, heads, head_dim]; caches [num_blocks, block_size, kv_heads, head_dim];
+    block_table [sequences, max_blocks]. Query j of a sequence with q new tokens and s keys
+    sits at position s - q + j and sees keys 0 .. s - q + j.
+    """
+    block_size = k_cache.shape[1]
+    out = torch.empty_like(query)
+    start = 0
+    for index, (query_len, seq_len) in enumerate(zip(query_lens, seq_lens, strict=True)):
+        assert 0 < query_len <= seq_len
+        block_ids = block_table[index, : -(-seq_len // block_size)]
+        keys = gather_pages(k_cache, block_ids, seq_len)
+        values = gather_pages(v_cache, block_ids, seq_len)
+        end = start + query_len
+        out[start:end] = attend(query[start:end], keys, values, scale)
+        start = end
+    return out
+
+
+def attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float):
+    """SDPA of [q, heads, d] over [s, kv_heads, d] with the causal offset s - q."""
+    query_len, seq_len = query.shape[0], keys.shape[0]
+    q, k, v = query.transpose(0, 1), keys.transpose(0, 1), values.transpose(0, 1)
+    group = q.shape[0] // k.shape[0]
+    if group > 1:
+        k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
+    if query_len == 1 or query_len == seq_len:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=query_len > 1, scale=scale)
+    else:
+        offset = seq_len - query_len
+        rows = torch.arange(query_len, device=query.device)[:, None] + offset
+        mask = torch.arange(seq_len, device=query.device)[None, :] <= rows
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    return out.transpose(0, 1)
