@@ -13,6 +13,7 @@ from pcache.engine.presets import PRESETS, preset_config
 from pcache.errors import EngineError
 
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# with tied embeddings the output projection is the embedding, whatever a checkpoint holds
 
 
 def resolve_model_config(model: str) -> tuple[ModelConfig, Path | None]:
@@ -80,7 +81,9 @@ def load_checkpoint(model: CausalLM, directory: Path) -> None:
         try:
             with safe_open(str(path), framework="pt", device="cpu") as handle:
                 for checkpoint_name in handle.keys():  # noqa: SIM118
-                    if checkpoint_name.endswith(IGNORED_SUFFIXES):
+                    if checkpoint_name.endswith(IGNORED_SUFFIXES) or (
+                        checkpoint_name == "lm_head.weight" and model.config.tie_word_embeddings
+                    ):
                         continue
                     target = _target(model, checkpoint_name)
                     if target is None or target[0] not in parameters:
@@ -110,8 +113,6 @@ def _expected_shards(model: CausalLM):
 
 
 def _target(model: CausalLM, checkpoint_name: str) -> tuple[str, int] | None:
-    if checkpoint_name == "lm_head.weight" and model.config.tie_word_embeddings:
-        return "model.embed_tokens.weight", 0
     for short, (packed, shard) in PACKED_MODULES.items():
         if f".{short}." in checkpoint_name:
             return checkpoint_name.replace(f".{short}.", f".{packed}."), shard

@@ -1,0 +1,153 @@
+"""Engine: the Python API (`add_request`, `step`, `generate`) over scheduler, pool and runner.
+
+When a block's hash becomes visible. The shared KV cache manager (vLLM semantics) publishes
+a block's hash at scheduling time, in `allocate_slots`, before the forward pass that writes
+its KV. A later request can therefore be admitted in the same step with a hit on that block.
+This is safe because every reader of the block is in the same forward pass or a later one,
+and within a pass each attention layer first stores the K/V of every token of the batch,
+then attends (`pcache.engine.attention.Attention.forward`): at layer L the block holds layer
+L's K/V before any query reads it. A published block is never evicted while referenced, and
+a block is only published when the scheduled tokens of its owner cover it entirely.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+
+from pcache.cache.hashing import HashSettings
+from pcache.cache.kv_cache_manager import KVCacheManager
+from pcache.cache.request import CacheRequest
+from pcache.engine.config import EngineConfig
+from pcache.engine.runner import ModelRunner
+from pcache.engine.scheduler import Scheduler
+from pcache.engine.sequence import Sequence, SequenceStatus
+from pcache.errors import EngineError
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    """What one step produced for one sequence."""
+
+    request_id: str
+    new_token_id: int | None
+    finished: bool
+
+
+class Engine:
+    """A paged-attention inference engine with automatic prefix caching."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.runner = ModelRunner(config)
+        self.model_config = self.runner.model_config
+        self.kv_manager = KVCacheManager(
+            self.runner.num_blocks,
+            config.block_size,
+            enable_caching=config.enable_prefix_caching,
+            max_model_len=self.runner.max_model_len,
+        )
+        self.scheduler = Scheduler(config, self.kv_manager)
+        self.hash_settings = HashSettings(config.hash_algo, config.block_size)
+        self.sequences: dict[str, Sequence] = {}
+        self._ids = itertools.count()
+
+    def add_request(
+        self,
+        token_ids: list[int],
+        max_new_tokens: int,
+        cache_salt: str | None = None,
+        *,
+        temperature: float = 0.0,
+        ignore_eos: bool = False,
+        request_id: str | None = None,
+    ) -> str:
+        """Queue a prompt; returns its request id."""
+        token_ids = [int(token) for token in token_ids]
+        vocab = self.model_config.vocab_size
+        if not token_ids:
+            raise EngineError("a prompt needs at least one token")
+        if min(token_ids) < 0 or max(token_ids) >= vocab:
+            raise EngineError(f"token ids must be in [0, {vocab}) for this model")
+        if max_new_tokens < 1:
+            raise EngineError("max_new_tokens must be at least 1")
+        total = len(token_ids) + max_new_tokens
+        if total > self.runner.max_model_len:
+            raise EngineError(
+                f"prompt of {len(token_ids)} tokens + {max_new_tokens} new tokens exceeds"
+                f" the model's {self.runner.max_model_len} positions"
+            )
+        capacity = (self.runner.num_blocks - 1) * self.config.block_size
+        if total > capacity:
+            raise EngineError(
+                f"too little memory for the KV cache: a request of {total} tokens needs more"
+                f" than the {capacity} token slots it holds"
+            )
+        request_id = request_id or f"request-{next(self._ids)}"
+        if request_id in self.sequences:
+            raise EngineError(f"duplicate request id {request_id!r}")
+        cache_request = CacheRequest.from_tokens(
+            request_id, token_ids, self.hash_settings, cache_salt=cache_salt
+        )
+        sequence = Sequence(
+            cache_request,
+            max_new_tokens,
+            temperature=temperature,
+            ignore_eos=ignore_eos,
+            eos_token_ids=self.model_config.eos_token_ids,
+            arrival_time=time.perf_counter(),
+        )
+        self.sequences[request_id] = sequence
+        self.scheduler.add(sequence)
+        return request_id
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    def step(self) -> list[StepOutput]:
+        """Schedule, run one forward pass, sample, and update every scheduled sequence."""
+        batch = self.scheduler.schedule()
+        if not batch:
+            assert not self.scheduler.has_unfinished(), "the scheduler is stuck"
+            return []
+        now = time.perf_counter()
+        for item in batch:
+            if item.sequence.first_scheduled_time is None:
+                item.sequence.first_scheduled_time = now
+        sampled = self.runner.run(batch)
+        now = time.perf_counter()
+        self.scheduler.postprocess(batch, sampled)
+        outputs = []
+        for item in batch:
+            sequence = item.sequence
+            token = sequence.output_token_ids[-1] if item.samples else None
+            if token is not None and sequence.first_token_time is None:
+                sequence.first_token_time = now
+            if sequence.status == SequenceStatus.FINISHED:
+                sequence.finish_time = now
+            outputs.append(StepOutput(sequence.request_id, token, sequence.is_finished))
+        return outputs
+
+    def run_until_done(self) -> None:
+        while self.has_unfinished_requests():
+            self.step()
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        cache_salts: list[str | None] | None = None,
+        ignore_eos: bool = False,
+    ) -> list[Sequence]:
+        """Run a batch of prompts to completion; sequences come back in prompt order."""
+        salts = cache_salts or [None] * len(prompts)
+        ids = [
+            self.add_request(prompt, max_new_tokens, salt, ignore_eos=ignore_eos)
+            for prompt, salt in zip(prompts, salts, strict=True)
+        ]
+        self.run_until_done()
+        return [self.sequences[request_id] for request_id in ids]
+
+    def check_integrity(self) -> None:
+        self.scheduler.check_integrity()

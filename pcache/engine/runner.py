@@ -1,0 +1,122 @@
+"""ModelRunner: builds one step's batch metadata, runs the model, samples the next tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pcache.engine.attention import get_backend
+from pcache.engine.config import EngineConfig
+from pcache.engine.context import AttentionMetadata, reset_context, set_context
+from pcache.engine.kv_cache import allocate_kv_cache, plan_num_blocks
+from pcache.engine.loader import build_model, load_checkpoint, random_init, resolve_model_config
+from pcache.engine.sampling import Sampler
+from pcache.engine.sequence import Sequence
+from pcache.errors import EngineError
+
+
+@dataclass(slots=True)
+class ScheduledSequence:
+    """One sequence's share of a step: its next `num_new_tokens` tokens and its block ids."""
+
+    sequence: Sequence
+    num_new_tokens: int
+    block_ids: list[int]
+
+    @property
+    def samples(self) -> bool:
+        """True when this step computes the sequence's last known token (so it gets logits)."""
+        return self.sequence.num_computed_tokens + self.num_new_tokens == self.sequence.num_tokens
+
+
+class ModelRunner:
+    """Owns the model weights, the KV cache tensors and the sampler."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.device = torch.device(config.device)
+        if config.is_cuda and not torch.cuda.is_available():
+            raise EngineError("--engine gpu needs a CUDA device; none is available")
+        self.dtype = getattr(torch, config.torch_dtype_name)
+        self.model_config, directory = resolve_model_config(config.model)
+        self.max_model_len = min(
+            config.max_model_len or self.model_config.max_position_embeddings,
+            self.model_config.max_position_embeddings,
+        )
+        self.block_size = config.block_size
+        # memory first: refuse before allocating anything big
+        self.num_blocks = plan_num_blocks(config, self.model_config, self.dtype)
+        torch.manual_seed(config.seed)
+        self.model = build_model(self.model_config, self.dtype, self.device, self.max_model_len)
+        if directory is None:
+            random_init(self.model, config.seed)
+        else:
+            load_checkpoint(self.model, directory)
+        self.kv_cache = allocate_kv_cache(
+            self.model_config, self.num_blocks, self.block_size, self.dtype, self.device
+        )
+        for layer, (k_cache, v_cache) in zip(self.model.attention_layers(), self.kv_cache):
+            layer.k_cache, layer.v_cache = k_cache, v_cache
+        self.backend = get_backend(config.backend_name)
+        self.sampler = Sampler(config.seed, self.device)
+
+    def prepare(self, batch: list[ScheduledSequence]):
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slot_mapping: list[int] = []
+        cu_seqlens_q = [0]
+        seq_lens: list[int] = []
+        block_size = self.block_size
+        for item in batch:
+            start = item.sequence.num_computed_tokens
+            end = start + item.num_new_tokens
+            assert 0 < item.num_new_tokens and end <= item.sequence.num_tokens
+            assert len(item.block_ids) * block_size >= end, "KV blocks missing for new tokens"
+            input_ids.extend(item.sequence.token_ids[start:end])
+            positions.extend(range(start, end))
+            slot_mapping.extend(
+                item.block_ids[p // block_size] * block_size + p % block_size
+                for p in range(start, end)
+            )
+            cu_seqlens_q.append(cu_seqlens_q[-1] + item.num_new_tokens)
+            seq_lens.append(end)
+        max_blocks = max(len(item.block_ids) for item in batch)
+        table = [item.block_ids + [0] * (max_blocks - len(item.block_ids)) for item in batch]
+        device = self.device
+
+        def tensor(values, dtype):
+            return torch.tensor(values, dtype=dtype, device=device)
+
+        query_lens = [item.num_new_tokens for item in batch]
+        metadata = AttentionMetadata(
+            cu_seqlens_q=tensor(cu_seqlens_q, torch.int32),
+            seq_lens=tensor(seq_lens, torch.int32),
+            block_table=tensor(table, torch.int32),
+            slot_mapping=tensor(slot_mapping, torch.int64),
+            max_seqlen_q=max(query_lens),
+            max_seqlen_k=max(seq_lens),
+            query_lens_list=query_lens,
+            seq_lens_list=seq_lens,
+            backend=self.backend,
+        )
+        last_rows = [cu_seqlens_q[i + 1] - 1 for i, item in enumerate(batch) if item.samples]
+        return tensor(input_ids, torch.int64), tensor(positions, torch.int64), metadata, last_rows
+
+    @torch.inference_mode()
+    def run(self, batch: list[ScheduledSequence]) -> list[int]:
+        """One forward pass; returns the sampled token of every sequence that samples."""
+        input_ids, positions, metadata, last_rows = self.prepare(batch)
+        set_context(metadata)
+        try:
+            hidden = self.model(input_ids, positions)
+        finally:
+            reset_context()
+        if not last_rows:
+            return []
+        logits = self.model.compute_logits(hidden[last_rows])
+        sampling = [item.sequence for item in batch if item.samples]
+        if self.config.record_logits:
+            for sequence, row in zip(sampling, logits.float().cpu()):
+                sequence.logits.append(row)
+        return self.sampler(logits, [sequence.temperature for sequence in sampling])
