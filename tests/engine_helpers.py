@@ -53,3 +53,23 @@ def reference_greedy(model, prompt: list[int], num_tokens: int):
         )
     tokens = output.sequences[0, len(prompt) :].tolist()
     return tokens, torch.stack([step[0] for step in output.logits]).float()
+
+
+def reference_greedy_batch(model, prompts: list[list[int]], num_tokens: int):
+    """transformers' greedy generation of a left-padded batch: [(token ids, logits)] per prompt."""
+    width = max(len(prompt) for prompt in prompts)
+    input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    with torch.no_grad():
+        output = model.generate(
+            input_ids,
+            attention_mask=mask,
+            do_sample=False,
+            max_new_tokens=num_tokens,
+            min_new_tokens=num_tokens,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
+    logits = torch.stack(output.logits, dim=1).float()
+    return [(output.sequences[i, width:].tolist(), logits[i]) for i in range(len(prompts))]

@@ -7,7 +7,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from engine_helpers import reference_greedy, save_reference_checkpoint  # noqa: E402
+from engine_helpers import (  # noqa: E402
+    reference_greedy,
+    reference_greedy_batch,
+    save_reference_checkpoint,
+)
 
 from pcache.engine.config import EngineConfig  # noqa: E402
 from pcache.engine.engine import Engine  # noqa: E402
@@ -66,7 +70,7 @@ def test_logits_and_greedy_tokens_match_transformers(
 def test_qwen3_0_6b_shape_matches_transformers(tmp_path):
     model = save_reference_checkpoint("qwen3-0.6b", tmp_path)
     batch = prompts((3, 20), model.config.vocab_size)
-    expected = [reference_greedy(model, prompt, NUM_NEW_TOKENS) for prompt in batch]
+    expected = reference_greedy_batch(model, batch, NUM_NEW_TOKENS)
     del model
     engine = Engine(EngineConfig(model=str(tmp_path), kv_cache_tokens=256, record_logits=True))
     assert_same(engine.generate(batch, NUM_NEW_TOKENS, ignore_eos=True), expected)
