@@ -1,4 +1,4 @@
-"""Shared helpers of the engine tests: transformers checkpoints with the engine's presets' shapes."""
+"""Helpers of the engine tests: transformers checkpoints with the shapes of the engine's presets."""
 
 from __future__ import annotations
 

@@ -41,7 +41,9 @@ def build_case(shape, block_size, num_kv_heads, group, head_dim, dtype, device, 
     k_cache = randn(num_blocks, block_size, num_kv_heads, head_dim)
     v_cache = randn(num_blocks, block_size, num_kv_heads, head_dim)
     slots = []
-    for index, ((query_len, context_len), count) in enumerate(zip(shape, blocks_per_seq)):
+    for index, ((query_len, context_len), count) in enumerate(
+        zip(shape, blocks_per_seq, strict=True)
+    ):
         ids = [order.pop() for _ in range(count)]
         table[index, :count] = torch.tensor(ids, dtype=torch.int32)
         slots += [

@@ -1,4 +1,4 @@
-"""The paged KV cache: per layer one K and one V tensor [num_blocks, block_size, kv_heads, head_dim].
+"""The paged KV cache: per layer a K and a V tensor [num_blocks, block_size, kv_heads, head_dim].
 
 Token at position p of a sequence lives in slot `block_table[p // block_size] * block_size
 + p % block_size`; block 0 is the pool's null block and is never written. Blocks themselves

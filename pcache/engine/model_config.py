@@ -76,8 +76,7 @@ def model_config_from_dict(data: dict[str, Any], source: str = "config.json") ->
     if family is None:
         named = architectures[0] if architectures else data.get("model_type", "none")
         raise EngineError(
-            f"{source}: unsupported architecture {named!r}"
-            f" (supported: {', '.join(ARCHITECTURES)})"
+            f"{source}: unsupported architecture {named!r} (supported: {', '.join(ARCHITECTURES)})"
         )
     if data.get("use_sliding_window"):
         raise EngineError(f"{source}: sliding-window attention is not supported")
@@ -111,7 +110,9 @@ def model_config_from_dict(data: dict[str, Any], source: str = "config.json") ->
             eos_token_ids=eos_ids,
         )
     except (KeyError, TypeError, ValueError, AssertionError) as failure:
-        raise EngineError(f"{source}: invalid model config ({type(failure).__name__}: {failure})")
+        raise EngineError(
+            f"{source}: invalid model config ({type(failure).__name__}: {failure})"
+        ) from None
     if rope_type not in ROPE_TYPES:
         raise EngineError(
             f"{source}: unsupported rope_type {rope_type!r} (supported: {', '.join(ROPE_TYPES)})"

@@ -56,7 +56,9 @@ class ModelRunner:
         self.kv_cache = allocate_kv_cache(
             self.model_config, self.num_blocks, self.block_size, self.dtype, self.device
         )
-        for layer, (k_cache, v_cache) in zip(self.model.attention_layers(), self.kv_cache):
+        for layer, (k_cache, v_cache) in zip(
+            self.model.attention_layers(), self.kv_cache, strict=True
+        ):
             layer.k_cache, layer.v_cache = k_cache, v_cache
         self.backend = get_backend(config.backend_name)
         self.sampler = Sampler(config.seed, self.device)
@@ -71,7 +73,7 @@ class ModelRunner:
         for item in batch:
             start = item.sequence.num_computed_tokens
             end = start + item.num_new_tokens
-            assert 0 < item.num_new_tokens and end <= item.sequence.num_tokens
+            assert item.num_new_tokens > 0 and end <= item.sequence.num_tokens
             assert len(item.block_ids) * block_size >= end, "KV blocks missing for new tokens"
             input_ids.extend(item.sequence.token_ids[start:end])
             positions.extend(range(start, end))
@@ -117,6 +119,6 @@ class ModelRunner:
         logits = self.model.compute_logits(hidden[last_rows])
         sampling = [item.sequence for item in batch if item.samples]
         if self.config.record_logits:
-            for sequence, row in zip(sampling, logits.float().cpu()):
+            for sequence, row in zip(sampling, logits.float().cpu(), strict=True):
                 sequence.logits.append(row)
         return self.sampler(logits, [sequence.temperature for sequence in sampling])

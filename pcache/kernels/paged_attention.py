@@ -115,8 +115,8 @@ def paged_attention(
     tile_n: int | None = None,
 ) -> torch.Tensor:
     """query [tokens, heads, head_dim] over caches [blocks, block_size, kv_heads, head_dim]."""
-    num_tokens, num_heads, head_dim = query.shape
-    num_blocks, block_size, num_kv_heads, cache_head_dim = k_cache.shape
+    _, num_heads, head_dim = query.shape
+    _, block_size, num_kv_heads, cache_head_dim = k_cache.shape
     assert cache_head_dim == head_dim and v_cache.shape == k_cache.shape
     assert num_heads % num_kv_heads == 0
     assert query.dtype == k_cache.dtype == v_cache.dtype
