@@ -66,10 +66,11 @@ def root(
 
 
 def _register() -> None:
-    from pcache.cli import diff, hash
+    from pcache.cli import diff, generate, hash
 
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
+    app.command("generate")(generate.generate_command)
 
 
 _register()

@@ -90,7 +90,9 @@ def load_checkpoint(model: CausalLM, directory: Path) -> None:
                         raise EngineError(f"{path}: unexpected weight {checkpoint_name!r}")
                     name, shard = target
                     tensor = handle.get_tensor(checkpoint_name)
-                    _copy_shard(model, parameters[name], name, shard, tensor, path)
+                    _copy_shard(
+                        model, parameters[name], name, shard, tensor, f"{path}: {checkpoint_name}"
+                    )
                     loaded.add((name, shard))
         except EngineError:
             raise
@@ -128,14 +130,13 @@ def _shard_sizes(model: CausalLM, name: str) -> list[int]:
     return [dict(model.named_parameters(remove_duplicate=False))[name].shape[0]]
 
 
-def _copy_shard(model, parameter, name, shard, tensor, path) -> None:
+def _copy_shard(model, parameter, name, shard, tensor, where: str) -> None:
     sizes = _shard_sizes(model, name)
     offset = sum(sizes[:shard])
     target = parameter.data.narrow(0, offset, sizes[shard]) if len(sizes) > 1 else parameter.data
     if tuple(tensor.shape) != tuple(target.shape):
         raise EngineError(
-            f"{path}: weight {name} shard {shard} has shape {tuple(tensor.shape)},"
-            f" the config says {tuple(target.shape)}"
+            f"{where} has shape {tuple(tensor.shape)}, the config says {tuple(target.shape)}"
         )
     target.copy_(tensor)
 

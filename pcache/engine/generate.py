@@ -1,0 +1,128 @@
+"""`pcache generate`'s computation: prompts in, greedy token ids and cached tokens out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pcache.errors import EngineError, InputError
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateResult:
+    """What `pcache generate` computed, one entry per prompt in each list."""
+
+    model: str
+    engine: str
+    prefix_cache: bool
+    max_new_tokens: int
+    prompt_tokens: list[int]
+    cached_tokens: list[int]
+    outputs: list[list[int]]
+    texts: list[str] | None = None
+    ttft_ms: list[float] = field(default_factory=list)
+
+
+def load_prompt_ids(path: str) -> list[list[int]]:
+    """A JSON list of token-id lists (a batch); anything else is an InputError naming the file."""
+    from pcache.prompt.loading import display_name, parse_json, read_bytes
+
+    source = display_name(path)
+    value: Any = parse_json(read_bytes(path), source)
+    if not isinstance(value, list) or not value:
+        raise InputError(source, "expected a non-empty JSON list of token-id lists")
+    if all(isinstance(token, int) and not isinstance(token, bool) for token in value):
+        value = [value]
+    for index, prompt in enumerate(value):
+        if not isinstance(prompt, list) or not prompt:
+            raise InputError(source, f"prompt {index}: expected a non-empty list of token ids")
+        for token in prompt:
+            if not isinstance(token, int) or isinstance(token, bool) or token < 0:
+                raise InputError(
+                    source, f"prompt {index}: token ids must be non-negative integers"
+                )
+    return value
+
+
+class PromptCodec:
+    """Text <-> token ids for a model: its tokenizer.json, else cl100k or UTF-8 bytes by vocab."""
+
+    def __init__(self, model: str, vocab_size: int) -> None:
+        self.tokenizer = None
+        self.encoding = None
+        tokenizer_file = Path(model) / "tokenizer.json"
+        if tokenizer_file.is_file():
+            from tokenizers import Tokenizer
+
+            self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        elif vocab_size >= 100277:
+            from pcache.prompt.tiktoken_offline import get_encoding
+
+            self.encoding = get_encoding("cl100k_base")
+        elif vocab_size < 256:
+            raise EngineError(f"{model}: no tokenizer for --prompt; use --prompt-ids")
+
+    def encode(self, text: str) -> list[int]:
+        if self.tokenizer is not None:
+            return self.tokenizer.encode(text, add_special_tokens=False).ids
+        if self.encoding is not None:
+            return self.encoding.encode(text, disallowed_special=())
+        return list(text.encode("utf-8"))
+
+    def decode(self, token_ids: list[int]) -> str:
+        if self.tokenizer is not None:
+            return self.tokenizer.decode(token_ids)
+        if self.encoding is not None:
+            return self.encoding.decode([t for t in token_ids if t < self.encoding.n_vocab])
+        return bytes(t for t in token_ids if t < 256).decode("utf-8", errors="replace")
+
+
+def generate(
+    model: str,
+    prompt: str | None,
+    prompt_ids: list[list[int]] | None,
+    max_new_tokens: int,
+    engine: str = "cpu",
+    prefix_cache: bool = True,
+) -> GenerateResult:
+    """Run the prompts as one batch through a fresh engine, greedy, to max_new_tokens."""
+    from pcache.engine.config import EngineConfig
+    from pcache.engine.engine import Engine
+    from pcache.engine.loader import resolve_model_config
+
+    assert (prompt is None) != (prompt_ids is None)
+    if engine not in ("cpu", "gpu"):
+        raise EngineError(f"--engine must be cpu or gpu, got {engine!r}")
+    if max_new_tokens < 1:
+        raise EngineError("--max-new-tokens must be at least 1")
+    model_config, _ = resolve_model_config(model)
+    codec = None
+    if prompt is not None:
+        codec = PromptCodec(model, model_config.vocab_size)
+        prompt_ids = [codec.encode(prompt)]
+        if not prompt_ids[0]:
+            raise EngineError("--prompt encodes to no tokens")
+    assert prompt_ids is not None
+    block_size = 16
+    needed = sum(-(-(len(p) + max_new_tokens) // block_size) for p in prompt_ids) * block_size
+    config = EngineConfig(
+        model=model,
+        device="cuda" if engine == "gpu" else "cpu",
+        block_size=block_size,
+        kv_cache_tokens=needed,
+        enable_prefix_caching=prefix_cache,
+    )
+    runtime = Engine(config)
+    sequences = runtime.generate(prompt_ids, max_new_tokens)
+    return GenerateResult(
+        model=model,
+        engine=engine,
+        prefix_cache=prefix_cache,
+        max_new_tokens=max_new_tokens,
+        prompt_tokens=[s.num_prompt_tokens for s in sequences],
+        cached_tokens=[s.num_cached_tokens or 0 for s in sequences],
+        outputs=[list(s.output_token_ids) for s in sequences],
+        texts=None if codec is None else [codec.decode(s.output_token_ids) for s in sequences],
+        ttft_ms=[1000 * (s.first_token_time - s.arrival_time) for s in sequences],
+    )
