@@ -135,7 +135,7 @@ def test_broken_model_is_one_line_exit_2(cli, tmp_path, checkpoint, prompt_file,
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("[[1, 2], [3,", "prompts.json:1:12: invalid JSON"),
+        ("[[1, 2], [3,", "prompts.json:1:13: invalid JSON"),
         ('{"a": 1}', "expected a non-empty JSON list"),
         ("[[1, -2]]", "prompt 0: token ids must be non-negative integers"),
         ("[[]]", "prompt 0: expected a non-empty list"),
