@@ -59,15 +59,19 @@ def paged_attention_reference(
 def attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float):
     """SDPA of [q, heads, d] over [s, kv_heads, d] with the causal offset s - q."""
     query_len, seq_len = query.shape[0], keys.shape[0]
-    q, k, v = query.transpose(0, 1), keys.transpose(0, 1), values.transpose(0, 1)
-    group = q.shape[0] // k.shape[0]
-    if group > 1:
-        k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
+    # [1, heads, tokens, head_dim]: the layout SDPA's fused CPU and GPU kernels take
+    q, k, v = (x.transpose(0, 1).unsqueeze(0) for x in (query, keys, values))
+    gqa = q.shape[1] != k.shape[1]
     if query_len == 1 or query_len == seq_len:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=query_len > 1, scale=scale)
+        causal = query_len > 1
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
+        )
     else:
         offset = seq_len - query_len
         rows = torch.arange(query_len, device=query.device)[:, None] + offset
         mask = torch.arange(seq_len, device=query.device)[None, :] <= rows
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-    return out.transpose(0, 1)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa
+        )
+    return out.squeeze(0).transpose(0, 1)

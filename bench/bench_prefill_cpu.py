@@ -1,0 +1,90 @@
+"""Prefill of one 512-token prompt on the qwen3-0.6b shape, fp32 on the CPU: pcache's engine
+against transformers' forward on the same weights, side by side, median of several runs.
+
+    python bench/bench_prefill_cpu.py [--tokens 512] [--runs 5] [--threads 2] [--layers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+
+def median_seconds(function, runs: int) -> float:
+    function()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=512)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--preset", default="qwen3-0.6b")
+    parser.add_argument("--layers", type=int, default=None, help="fewer layers, same widths")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from engine_helpers import save_reference_checkpoint
+
+    from pcache.engine.config import EngineConfig
+    from pcache.engine.engine import Engine
+
+    with tempfile.TemporaryDirectory() as directory:
+        overrides = {} if args.layers is None else {"num_hidden_layers": args.layers}
+        reference = save_reference_checkpoint(args.preset, Path(directory), **overrides)
+        engine = Engine(
+            EngineConfig(
+                model=directory,
+                kv_cache_tokens=args.tokens + 64,
+                max_num_batched_tokens=args.tokens,
+                enable_prefix_caching=False,
+            )
+        )
+    prompt = torch.randint(0, reference.config.vocab_size, (args.tokens,)).tolist()
+    input_ids = torch.tensor([prompt])
+
+    def engine_prefill():
+        engine.add_request(prompt, 1, ignore_eos=True)
+        engine.step()
+        assert not engine.has_unfinished_requests()
+
+    def transformers_forward(**options):
+        with torch.inference_mode():
+            reference(input_ids, use_cache=False, **options)
+
+    results = {
+        "pcache engine (logits of the last token)": median_seconds(engine_prefill, args.runs),
+        "transformers forward (logits of every token)": median_seconds(
+            transformers_forward, args.runs
+        ),
+        "transformers forward, logits_to_keep=1": median_seconds(
+            lambda: transformers_forward(logits_to_keep=1), args.runs
+        ),
+    }
+    engine_time = results["pcache engine (logits of the last token)"]
+    layers = reference.config.num_hidden_layers
+    print(
+        f"{args.preset} shape ({layers} layers), {args.tokens}-token prefill, fp32, {args.threads} threads,"
+        f" median of {args.runs} (torch {torch.__version__})"
+    )
+    for name, seconds in results.items():
+        print(f"  {name:<46} {seconds * 1000:9.1f} ms   ratio {seconds / engine_time:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
