@@ -79,8 +79,8 @@ def main() -> None:
     engine_time = results["pcache engine (logits of the last token)"]
     layers = reference.config.num_hidden_layers
     print(
-        f"{args.preset} shape ({layers} layers), {args.tokens}-token prefill, fp32, {args.threads} threads,"
-        f" median of {args.runs} (torch {torch.__version__})"
+        f"{args.preset} shape ({layers} layers), {args.tokens}-token prefill, fp32,"
+        f" {args.threads} threads, median of {args.runs} (torch {torch.__version__})"
     )
     for name, seconds in results.items():
         print(f"  {name:<46} {seconds * 1000:9.1f} ms   ratio {seconds / engine_time:5.2f}x")

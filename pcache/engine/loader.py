@@ -41,8 +41,13 @@ def build_model(
     config: ModelConfig, dtype: torch.dtype, device: torch.device, max_positions: int
 ) -> CausalLM:
     """Allocate an uninitialized model (no default init pass over the weights)."""
-    with torch.device("meta"):
-        model = CausalLM(config, max_positions)
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # parameters are born in their final dtype
+    try:
+        with torch.device("meta"):
+            model = CausalLM(config, max_positions)
+    finally:
+        torch.set_default_dtype(default_dtype)
     model = model.to_empty(device=device)
     # buffers (rotary tables) were lost by to_empty: rebuild them on the device in fp32
     from pcache.engine.models.layers import RotaryEmbedding

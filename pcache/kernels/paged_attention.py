@@ -113,6 +113,8 @@ def paged_attention(
     scale: float,
     block_m: int | None = None,
     tile_n: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
 ) -> torch.Tensor:
     """query [tokens, heads, head_dim] over caches [blocks, block_size, kv_heads, head_dim]."""
     _, num_heads, head_dim = query.shape
@@ -134,6 +136,11 @@ def paged_attention(
     block_q = block_m // group_padded
     if tile_n is None:
         tile_n = 64 if max_seqlen_q > 1 else 32
+    launch = {}
+    if num_warps is not None:
+        launch["num_warps"] = num_warps
+    if num_stages is not None:
+        launch["num_stages"] = num_stages
     out = torch.empty_like(query)
     grid = (num_sequences, triton.cdiv(max_seqlen_q, block_q), num_kv_heads)
     paged_attention_kernel[grid](
@@ -162,5 +169,6 @@ def paged_attention(
         HEAD_DIM_PADDED=max(triton.next_power_of_2(head_dim), 16),
         BLOCK_SIZE=block_size,
         PRECISION="ieee" if query.dtype == torch.float32 else "tf32",
+        **launch,
     )
     return out
