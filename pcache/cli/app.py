@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 import click
 import typer
 from typer.core import TyperGroup
@@ -66,10 +67,11 @@ def root(
 
 
 def _register() -> None:
-    from pcache.cli import diff, hash
+    from pcache.cli import diff, hash, lint
 
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
+    app.command("lint")(lint.lint_command)
 
 
 _register()

@@ -1,0 +1,68 @@
+"""Cost attribution: how many tokens of each request a cache reuses, as is and if fixed.
+
+`PrefixIndex` is an unbounded cache of every prompt seen so far (so "as is" is itself an upper
+bound: no eviction, no TTL): the longest token prefix a new prompt shares with any earlier one,
+found through chained hashes of full blocks and refined token by token inside the next block.
+"""
+
+from __future__ import annotations
+
+from pcache.cache.profiles import Profile, reusable_tokens
+
+
+class PrefixIndex:
+    """Longest common token prefix of a prompt with every prompt inserted before it."""
+
+    def __init__(self, block_size: int):
+        self.block_size = block_size
+        self.blocks: set[int] = set()
+        self.next_block: dict[int, tuple[int, ...]] = {}
+        self.num_prompts = 0
+
+    def observe(self, token_ids: list[int]) -> int:
+        """Common prefix length with the earlier prompts, then remember this prompt."""
+        size = self.block_size
+        parent = 0
+        matched = 0
+        matching = True
+        for start in range(0, len(token_ids), size):
+            block = tuple(token_ids[start : start + size])
+            if len(block) < size:
+                if matching:
+                    matched += _shared(block, self.next_block.get(parent))
+                self.next_block.setdefault(parent, block)
+                break
+            chained = hash((parent, block))
+            if matching:
+                if chained in self.blocks:
+                    matched += size
+                else:
+                    matched += _shared(block, self.next_block.get(parent))
+                    matching = False
+            self.blocks.add(chained)
+            if parent not in self.next_block or len(self.next_block[parent]) < size:
+                self.next_block[parent] = block
+            parent = chained
+        self.num_prompts += 1
+        return matched
+
+    def check_integrity(self) -> None:
+        assert all(len(block) <= self.block_size for block in self.next_block.values())
+
+
+def _shared(block: tuple[int, ...], other: tuple[int, ...] | None) -> int:
+    if other is None:
+        return 0
+    count = 0
+    for mine, theirs in zip(block, other, strict=False):
+        if mine != theirs:
+            break
+        count += 1
+    return count
+
+
+def reusable(profile: Profile, common: int, num_tokens: int, block_size: int) -> int:
+    """Tokens a cache reuses given `common` shared tokens (breakpoints assumed at `common`)."""
+    common = max(0, min(common, num_tokens))
+    written = (common,) if profile.granularity == "breakpoint" else ()
+    return reusable_tokens(profile, common, num_tokens, block_size, written)
