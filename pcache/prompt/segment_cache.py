@@ -20,6 +20,24 @@ from pcache.prompt.request import Request
 from pcache.prompt.tokenizer import RenderOptions
 
 
+_LENGTHS: dict[str, Any] = {}
+
+
+def _vocabulary_lengths(encoding: Any) -> Any:
+    """Byte length of every token id of an encoding (0 for unused ids), computed once."""
+    import numpy as np
+
+    if encoding.name not in _LENGTHS:
+        lengths = np.zeros(encoding.max_token_value + 1, dtype=np.int64)
+        for token in range(encoding.max_token_value + 1):
+            try:
+                lengths[token] = len(encoding.decode_single_token_bytes(token))
+            except KeyError:
+                continue
+        _LENGTHS[encoding.name] = lengths
+    return _LENGTHS[encoding.name]
+
+
 class SegmentCachedRenderer:
     """Delegates rendering; caches the encoding of each piece between special tokens."""
 
@@ -97,22 +115,13 @@ class SegmentCachedRenderer:
         import numpy as np
 
         if self._byte_lengths is None:
-            self._byte_lengths = np.array(self._vocabulary_lengths(), dtype=np.int64)
+            self._byte_lengths = _vocabulary_lengths(self.encoding)
         if not ids:
             return []
         lengths = self._byte_lengths[np.asarray(ids, dtype=np.int64)]
         starts = np.zeros(len(ids), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
         return starts.tolist()
-
-    def _vocabulary_lengths(self) -> list[int]:
-        lengths = []
-        for token in range(self.encoding.max_token_value + 1):
-            try:
-                lengths.append(len(self.encoding.decode_single_token_bytes(token)))
-            except KeyError:
-                lengths.append(0)
-        return lengths
 
     def check_integrity(self) -> None:
         assert self.cached_tokens == sum(len(ids) for ids, _ in self.pieces.values())

@@ -7,7 +7,7 @@ import unicodedata
 
 CLOCK = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2})?"
-    r"|\b\d{1,2}:\d{2}:\d{2}\b"
+    r"|(?<!\d)\d{1,2}:\d{2}:\d{2}(?!\d)"
     r"|\b\d{1,2}:\d{2}\s?(?:[AaPp]\.?[Mm]\.?)(?![A-Za-z])"
     r"|\b(?:today is|current (?:date|time)|the time is|now is)\b[^\n]{0,40}\d",
     re.IGNORECASE,
@@ -26,7 +26,7 @@ DATE = re.compile(
 RANDOM_ID = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
     r"|\b[0-9A-HJKMNP-TV-Z]{26}\b"
-    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}\b"
+    r"|(?<![0-9A-Za-z])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}(?![0-9A-Za-z])"
     r"|\b(?:req|request|trace|span|session|run|msg|conv)[_-](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,}\b"
 )
 """UUIDs, ULIDs, long hex strings and prefixed request/trace/session ids."""
@@ -76,3 +76,14 @@ def short(text: str, limit: int = 40) -> str:
     if len(text) > limit:
         text = text[: limit // 2 - 1] + "…" + text[-(limit // 2 - 1) :]
     return repr(text)
+
+
+def changed_context(a: str, b: str, margin: int = 20) -> tuple[int, str, str]:
+    """Where two strings first differ, and each differing middle widened by `margin` characters."""
+    start, old, new = changed_windows(a, b)
+    return start, widen(a, start, start + len(old), margin), widen(b, start, start + len(new), margin)
+
+
+def is_volatile(text: str) -> bool:
+    """Text holding a clock value, a date or a random-looking id (PC101/PC103 territory)."""
+    return bool(CLOCK.search(text) or DATE.search(text) or RANDOM_ID.search(text))

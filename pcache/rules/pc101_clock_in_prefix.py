@@ -71,8 +71,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 continue  # same value as the previous request: no break here
             old_text = before[slot][1]
             start, old, new = changed_windows(old_text, text)
-            if _is_clock(widen(text, start, start + len(new), 12)) and _is_clock(
-                widen(old_text, start, start + len(old), 12)
+            if _is_clock(widen(text, start, start + len(new), 20)) and _is_clock(
+                widen(old_text, start, start + len(old), 20)
             ):
                 yield Violation(
                     f"clock value in the cached prefix changes between requests"

@@ -41,7 +41,7 @@ from collections.abc import Iterator
 
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.patterns import CLOCK, DATE, RANDOM_ID, changed_windows, short, widen
+from pcache.rules.patterns import changed_context, changed_windows, is_volatile, short, widen
 from pcache.rules.slots import canonical, tool_function, tool_name
 
 RULE = Rule(
@@ -67,7 +67,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         old_text, new_text = old.get("description"), new.get("description")
         if isinstance(old_text, str) and isinstance(new_text, str) and old_text != new_text:
             start, was, now = changed_windows(old_text, new_text)
-            if any(p.search(now) for p in (CLOCK, DATE, RANDOM_ID)):
+            _, wide_was, wide_now = changed_context(old_text, new_text)
+            if is_volatile(wide_was) and is_volatile(wide_now):
                 continue  # reported by PC101/PC103 with the same evidence
             yield Violation(
                 f"description of tool {name!r} changed"

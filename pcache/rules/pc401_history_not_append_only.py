@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.history import compare_history
-from pcache.rules.patterns import CLOCK, DATE, RANDOM_ID, changed_windows
+from pcache.rules.patterns import changed_context, is_volatile
 from pcache.rules.slots import PREFIX_ROLES
 
 RULE = Rule(
@@ -79,8 +79,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         new = request.messages[index]
         if old["role"] in PREFIX_ROLES and new["role"] == old["role"]:
             a, b = str(old.get("content")), str(new.get("content"))
-            _, was, now = changed_windows(a, b) if a != b else (0, "", "")
-            if any(p.search(t) for p in (CLOCK, DATE, RANDOM_ID) for t in (was, now)):
+            _, was, now = changed_context(a, b) if a != b else (0, "", "")
+            if is_volatile(was) and is_volatile(now):
                 return  # a clock or an id: PC101/PC103 report it
     target = min(index, len(request.messages) - 1)
     yield Violation(
