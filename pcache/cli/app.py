@@ -23,7 +23,7 @@ class PcacheGroup(TyperGroup):
         except PcacheError as failure:
             error(str(failure))
             ctx.exit(failure.exit_code)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        except (click.exceptions.Exit, typer.Exit, click.ClickException, click.Abort):
             raise
         except KeyboardInterrupt:
             ctx.exit(130)

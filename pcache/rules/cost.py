@@ -7,7 +7,12 @@ found through chained hashes of full blocks and refined token by token inside th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pcache.cache.profiles import Profile, reusable_tokens
+
+if TYPE_CHECKING:
+    from pcache.rules.context import LintContext
 
 
 class PrefixIndex:
@@ -66,3 +71,23 @@ def reusable(profile: Profile, common: int, num_tokens: int, block_size: int) ->
     common = max(0, min(common, num_tokens))
     written = (common,) if profile.granularity == "breakpoint" else ()
     return reusable_tokens(profile, common, num_tokens, block_size, written)
+
+
+def expected_shared(context: LintContext) -> int:
+    """Tokens of the current request a cache could reuse if nothing broke (an upper bound).
+
+    After an earlier request of the session: its prompt, and on engines that cache generated
+    tokens (vLLM, SGLang) also its reply. For a session's first request: the tools and system
+    prompt that every session shares.
+    """
+    current = context.current
+    if not current.is_chat:
+        return 0
+    num_tokens = len(current.rendered.token_ids)
+    if context.previous is None:
+        return current.tokens_before_message(current.first_turn_index)
+    expected = min(len(context.previous.rendered.token_ids), num_tokens)
+    if context.settings.profile.granularity in ("block", "token"):
+        with_reply = min(len(context.previous.messages) + 1, len(current.messages))
+        expected = max(expected, current.tokens_before_message(with_reply))
+    return expected

@@ -81,9 +81,11 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 continue
             old_text = before[slot][1]
             start, old, new = changed_windows(old_text, text)
-            shared = len(text) - len(new)
-            if shared < 0.5 * max(len(text), len(old_text)) or len(new) > 400:
-                continue  # a different prompt altogether, not a personalised one
+            after = len(text) - start - len(new)
+            if not new.strip() or len(new) > 400:
+                continue  # nothing personal here, or a different prompt altogether
+            if after < max(40, 0.25 * len(text)):
+                continue  # nothing shared follows: the prefix before it is still shared
             if _explained_elsewhere(
                 widen(old_text, start, start + len(old), 8), widen(text, start, start + len(new), 8)
             ):
@@ -91,7 +93,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             who = f"user {head.identity!r}" if head.identity else "another session"
             yield Violation(
                 f"per-user value in the shared prefix: {short(new)} here, {short(old)} for {who};"
-                f" the {len(text) - start} characters after it are not shared",
+                f" the {after} shared characters after it are prefilled again per user",
                 current.request.source_path(path),
                 offset=start,
                 fix_title="move personal data to a user turn or behind a tool",

@@ -15,7 +15,8 @@ template, or by keeping reasoning in history.
 [
   {"session_id": "s1", "messages": [{"role": "user", "content": "Hi"}]},
   {"session_id": "s1", "messages": [{"role": "user", "content": "Hi"},
-    {"role": "assistant", "content": "\n\nHello"}, {"role": "user", "content": "Bye"}]}
+    {"role": "assistant", "content": "\n\nHello! How can I help you with your order today?"},
+    {"role": "user", "content": "Bye"}]}
 ]
 ```
 (with `--tokenizer o200k_base`: the generation prompt ends in a newline token, and the reply's
@@ -26,7 +27,8 @@ Use instead:
 [
   {"session_id": "s1", "messages": [{"role": "user", "content": "Hi"}]},
   {"session_id": "s1", "messages": [{"role": "user", "content": "Hi"},
-    {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Bye"}]}
+    {"role": "assistant", "content": "Hello! How can I help you with your order today?"},
+    {"role": "user", "content": "Bye"}]}
 ]
 ```
 (with `--tokenizer o200k_base`; store replies without leading newlines, or use a template whose
@@ -39,6 +41,7 @@ from collections.abc import Iterator
 
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext, common_prefix
+from pcache.rules.cost import expected_shared, reusable
 from pcache.rules.slots import canonical
 
 RULE = Rule(
@@ -68,6 +71,12 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     position = common_prefix(old_tokens, new_tokens)
     if position == len(old_tokens):
         return
+    settings = ctx.settings
+    size, total = settings.block_size, len(new_tokens)
+    if reusable(settings.profile, position, total, size) >= reusable(
+        settings.profile, expected_shared(ctx), total, size
+    ):
+        return  # the divergence falls where this cache reuses nothing anyway
     old_char = previous.rendered.token_char(position)
     new_char = current.rendered.token_char(position)
     where = current.rendered.path_at(new_char)

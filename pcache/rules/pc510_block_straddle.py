@@ -1,7 +1,8 @@
 r"""## What it does
 With a block-granular engine (`--profile vllm`), measures where the prefix shared by all sessions
 (tools and system prompt, up to the first turn) ends. When it ends inside a block, the tokens of
-that partial block cannot be reused by a new session. Reported once per distinct prefix.
+that partial block cannot be reused by a new session. Reported once per distinct prefix, when a
+second session shows that the prefix is shared.
 
 ## Why is this bad?
 vLLM caches only full blocks, so up to `block_size - 1` shared tokens are prefilled again for
@@ -10,18 +11,27 @@ block boundary recovers it.
 
 ## Example
 ```json
-{"messages": [
-  {"role": "system",
-   "content": "You answer questions about orders, shipping, returns and invoices. Be brief."},
-  {"role": "user", "content": "Hi"}]}
+[
+  {"session_id": "s1", "messages": [{"role": "system", "content":
+    "You answer questions about orders, shipping, returns and invoices. Be brief."},
+    {"role": "user", "content": "Hi"}]},
+  {"session_id": "s2", "messages": [{"role": "system", "content":
+    "You answer questions about orders, shipping, returns and invoices. Be brief."},
+    {"role": "user", "content": "Where is order 1182?"}]}
+]
 ```
 (with `--tokenizer o200k_base`: 28 shared tokens, 12 of them in a partial block)
 
 Use instead:
 ```json
-{"messages": [{"role": "system", "content":
-  "You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
-  {"role": "user", "content": "Hi"}]}
+[
+  {"session_id": "s1", "messages": [{"role": "system", "content":
+    "You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
+    {"role": "user", "content": "Hi"}]},
+  {"session_id": "s2", "messages": [{"role": "system", "content":
+    "You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
+    {"role": "user", "content": "Where is order 1182?"}]}
+]
 ```
 (with `--tokenizer o200k_base`: the shared prefix is exactly two blocks)
 """
@@ -54,8 +64,9 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     wasted = shared % size
     if shared < size or wasted == 0:
         return
-    if not ctx.app.once(("PC510", tuple(current.rendered.token_ids[:shared]))):
-        return
+    key = ("PC510", tuple(current.rendered.token_ids[:shared]))
+    if ctx.app.once(key) or not ctx.app.once((*key, "reported")):
+        return  # report when a second session shares the prefix, and only then
     yield Violation(
         f"the prefix shared across sessions is {shared} tokens and ends inside block"
         f" {shared // size}: {wasted} tokens are prefilled again by every new session",

@@ -27,7 +27,7 @@ from pcache.rules.context import (
     RequestContext,
     SessionHead,
 )
-from pcache.rules.cost import PrefixIndex, reusable
+from pcache.rules.cost import PrefixIndex, expected_shared, reusable
 from pcache.rules.fixes import fix_file
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker
@@ -254,12 +254,7 @@ class _Run:
         fixed = as_is
         kept = [(rule, v) for rule, v in found if self._keep(rule.code)]
         if kept:
-            if context.previous is not None:
-                expected = min(len(context.previous.rendered.token_ids), num_tokens)
-            elif current.is_chat:
-                expected = current.tokens_before_message(current.first_turn_index)
-            else:
-                expected = 0
+            expected = expected_shared(context)
             expected_reuse = reusable(profile, expected, num_tokens, size)
             fixed = max(as_is, expected_reuse)
             for rule, violation in kept:
