@@ -13,22 +13,20 @@ from __future__ import annotations
 import re
 from array import array
 from collections import OrderedDict
+from itertools import accumulate
 from typing import Any
 
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
 from pcache.prompt.tokenizer import RenderOptions
 
-
 _LENGTHS: dict[str, Any] = {}
 
 
 def _vocabulary_lengths(encoding: Any) -> Any:
     """Byte length of every token id of an encoding (0 for unused ids), computed once."""
-    import numpy as np
-
     if encoding.name not in _LENGTHS:
-        lengths = np.zeros(encoding.max_token_value + 1, dtype=np.int64)
+        lengths = [0] * (encoding.max_token_value + 1)
         for token in range(encoding.max_token_value + 1):
             try:
                 lengths[token] = len(encoding.decode_single_token_bytes(token))
@@ -112,16 +110,11 @@ class SegmentCachedRenderer:
 
     def _ascii_starts(self, ids: list[int]) -> list[int]:
         """For ASCII text every byte is a character: starts are the running byte lengths."""
-        import numpy as np
-
         if self._byte_lengths is None:
             self._byte_lengths = _vocabulary_lengths(self.encoding)
-        if not ids:
-            return []
-        lengths = self._byte_lengths[np.asarray(ids, dtype=np.int64)]
-        starts = np.zeros(len(ids), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        return starts.tolist()
+        starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
+        starts.pop()
+        return starts
 
     def check_integrity(self) -> None:
         assert self.cached_tokens == sum(len(ids) for ids, _ in self.pieces.values())

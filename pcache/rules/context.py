@@ -44,6 +44,7 @@ class RequestContext:
         self.session = session
         self.identity = identity_of(request)
         self._rendered: RenderedPrompt | None = None
+        self._history_keys: list[tuple] | None = None
         self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
 
     @property
@@ -53,6 +54,15 @@ class RequestContext:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return self.request.messages
+
+    @property
+    def history_keys(self) -> list[tuple]:
+        """Each message as the cache sees it (see `slots.history_key`), computed once."""
+        if self._history_keys is None:
+            from pcache.rules.slots import history_key
+
+            self._history_keys = [history_key(message) for message in self.request.messages]
+        return self._history_keys
 
     @property
     def rendered(self) -> RenderedPrompt:
@@ -173,6 +183,8 @@ class LintContext:
     previous: RequestContext | None
     app: AppState
     is_session_head: bool
+    memo: dict[str, Any] = field(default_factory=dict)
+    """Results several rules share (e.g. the history comparison), computed once."""
 
     @property
     def settings(self) -> LintSettings:

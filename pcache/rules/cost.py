@@ -27,27 +27,32 @@ class PrefixIndex:
     def observe(self, token_ids: list[int]) -> int:
         """Common prefix length with the earlier prompts, then remember this prompt."""
         size = self.block_size
+        blocks = list(zip(*[iter(token_ids)] * size, strict=False))
+        tail = tuple(token_ids[len(blocks) * size :])
+        seen, following = self.blocks, self.next_block
         parent = 0
         matched = 0
-        matching = True
-        for start in range(0, len(token_ids), size):
-            block = tuple(token_ids[start : start + size])
-            if len(block) < size:
-                if matching:
-                    matched += _shared(block, self.next_block.get(parent))
-                self.next_block.setdefault(parent, block)
+        index = 0
+        while index < len(blocks):  # the part already cached
+            chained = hash((parent, blocks[index]))
+            if chained not in seen:
                 break
-            chained = hash((parent, block))
-            if matching:
-                if chained in self.blocks:
-                    matched += size
-                else:
-                    matched += _shared(block, self.next_block.get(parent))
-                    matching = False
-            self.blocks.add(chained)
-            if parent not in self.next_block or len(self.next_block[parent]) < size:
-                self.next_block[parent] = block
+            matched += size
             parent = chained
+            index += 1
+        if index < len(blocks):
+            matched += _shared(blocks[index], following.get(parent))
+        elif tail:
+            matched += _shared(tail, following.get(parent))
+        for block in blocks[index:]:  # the new part
+            chained = hash((parent, block))
+            seen.add(chained)
+            known = following.get(parent)
+            if known is None or len(known) < size:
+                following[parent] = block
+            parent = chained
+        if tail:
+            following.setdefault(parent, tail)
         self.num_prompts += 1
         return matched
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pcache.prompt.request import Request
-from pcache.rules.slots import PREFIX_ROLES, history_key
+from pcache.rules.context import LintContext
+from pcache.rules.slots import PREFIX_ROLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,9 +17,15 @@ class HistoryChange:
     dropped: int = 0
 
 
-def compare_history(previous: Request, current: Request) -> HistoryChange:
-    old = [history_key(m) for m in previous.messages]
-    new = [history_key(m) for m in current.messages]
+def compare_history(ctx: LintContext) -> HistoryChange:
+    """How the current request's history relates to the previous one's (computed once)."""
+    assert ctx.previous is not None
+    if "history" not in ctx.memo:
+        ctx.memo["history"] = _compare(ctx.previous.history_keys, ctx.current.history_keys)
+    return ctx.memo["history"]
+
+
+def _compare(old: list[tuple], new: list[tuple]) -> HistoryChange:
     if new[: len(old)] == old:
         return HistoryChange("append", len(old))
     head = 0

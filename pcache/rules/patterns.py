@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 CLOCK = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2})?"
@@ -39,6 +40,8 @@ PERSONAL = re.compile(
 
 def normalize_whitespace(text: str) -> str:
     """CRLF to LF, trailing spaces stripped per line, NFC, ends stripped."""
+    if text.isascii() and "\r" not in text and " \n" not in text and "\t\n" not in text:
+        return text.strip()
     text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
     return "\n".join(line.rstrip() for line in text.split("\n")).strip()
 
@@ -81,9 +84,26 @@ def short(text: str, limit: int = 40) -> str:
 def changed_context(a: str, b: str, margin: int = 20) -> tuple[int, str, str]:
     """Where two strings first differ, and each differing middle widened by `margin` characters."""
     start, old, new = changed_windows(a, b)
-    return start, widen(a, start, start + len(old), margin), widen(b, start, start + len(new), margin)
+    return (
+        start,
+        widen(a, start, start + len(old), margin),
+        widen(b, start, start + len(new), margin),
+    )
 
 
 def is_volatile(text: str) -> bool:
     """Text holding a clock value, a date or a random-looking id (PC101/PC103 territory)."""
     return bool(CLOCK.search(text) or DATE.search(text) or RANDOM_ID.search(text))
+
+
+@lru_cache(maxsize=4096)
+def search_clock(text: str) -> tuple[int, str] | None:
+    """First clock value in `text` (cached: system prompts repeat across sessions)."""
+    match = CLOCK.search(text)
+    return (match.start(), match.group(0)) if match else None
+
+
+@lru_cache(maxsize=4096)
+def search_random_id(text: str) -> tuple[int, str] | None:
+    match = RANDOM_ID.search(text)
+    return (match.start(), match.group(0)) if match else None

@@ -44,7 +44,7 @@ from collections.abc import Iterator
 
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.patterns import CLOCK, DATE, changed_windows, short, widen
+from pcache.rules.patterns import CLOCK, DATE, changed_windows, search_clock, short, widen
 from pcache.rules.slots import prefix_texts, slot_texts
 
 RULE = Rule(
@@ -65,7 +65,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     request = ctx.current.request
     before = slot_texts(ctx.previous.request) if ctx.previous else None
     for slot, path, text in prefix_texts(request):
-        source = request.source_path(path)
         if before is not None:
             if slot not in before or before[slot][1] == text:
                 continue  # same value as the previous request: no break here
@@ -78,18 +77,18 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                     f"clock value in the cached prefix changes between requests"
                     f" ({short(widen(old_text, start, start + len(old), 6))} ->"
                     f" {short(widen(text, start, start + len(new), 6))})",
-                    source,
+                    request.source_path(path),
                     offset=start,
                     fix_title=FIX,
                 )
             continue
-        match = CLOCK.search(text)
+        match = search_clock(text)
         if match:
             yield Violation(
-                f"clock value {short(match.group(0))} in the cached prefix: it changes the prefix"
+                f"clock value {short(match[1])} in the cached prefix: it changes the prefix"
                 " whenever it changes",
-                source,
-                offset=match.start(),
+                request.source_path(path),
+                offset=match[0],
                 severity="warning",
                 fix_title=FIX,
             )

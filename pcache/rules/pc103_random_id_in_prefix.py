@@ -41,7 +41,7 @@ from collections.abc import Iterator
 
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.patterns import RANDOM_ID, changed_windows, short, widen
+from pcache.rules.patterns import RANDOM_ID, changed_windows, search_random_id, short, widen
 from pcache.rules.slots import prefix_texts, slot_texts
 
 RULE = Rule(
@@ -57,7 +57,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     request = ctx.current.request
     before = slot_texts(ctx.previous.request) if ctx.previous else None
     for slot, path, text in prefix_texts(request):
-        source = request.source_path(path)
         if before is not None:
             if slot not in before or before[slot][1] == text:
                 continue
@@ -69,17 +68,17 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 yield Violation(
                     f"identifier in the cached prefix changes between requests"
                     f" ({short(old_ids[0])} -> {short(new_ids[0])})",
-                    source,
+                    request.source_path(path),
                     offset=start,
                     fix_title=FIX,
                 )
             continue
-        match = RANDOM_ID.search(text)
+        match = search_random_id(text)
         if match:
             yield Violation(
-                f"random-looking identifier {short(match.group(0))} in the cached prefix",
-                source,
-                offset=match.start(),
+                f"random-looking identifier {short(match[1])} in the cached prefix",
+                request.source_path(path),
+                offset=match[0],
                 severity="warning",
                 fix_title=FIX,
             )

@@ -68,7 +68,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     if ctx.previous is None:
         return
     previous, request = ctx.previous.request, ctx.current.request
-    change = compare_history(previous, request)
+    change = compare_history(ctx)
     if change.kind in ("append", "window"):
         return
     index = change.index

@@ -60,7 +60,7 @@ RULE = Rule(
 def check(ctx: LintContext) -> Iterator[Violation]:
     if ctx.previous is None:
         return
-    change = compare_history(ctx.previous.request, ctx.current.request)
+    change = compare_history(ctx)
     if change.kind != "window":
         return
     yield Violation(

@@ -26,10 +26,10 @@ Use instead:
 ```json
 [
   {"session_id": "s1", "messages": [{"role": "system", "content":
-    "You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
+"You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
     {"role": "user", "content": "Hi"}]},
   {"session_id": "s2", "messages": [{"role": "system", "content":
-    "You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
+"You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
     {"role": "user", "content": "Where is order 1182?"}]}
 ]
 ```

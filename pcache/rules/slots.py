@@ -88,7 +88,8 @@ def resolve(document: Any, path: str) -> Any:
 
 def raw_message(request: Request, index: int) -> Any:
     """The user's own JSON of normalized message `index` (body-relative)."""
-    path = request.source_path(f"messages[{index}]")
+    key = f"messages[{index}]"
+    path = request.origins.get(key) or request.source_path(key)
     if request.path_prefix and path.startswith(request.path_prefix + "."):
         path = path[len(request.path_prefix) + 1 :]
     return resolve(request.raw, path)
