@@ -26,6 +26,7 @@ import pickle
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -101,8 +102,14 @@ def vllm_none_hash_seed(algo: str) -> str:
     if seed is not None:
         return seed
     if algo.startswith("xxhash"):
-        return os.urandom(32).hex()
+        return _process_random_seed()
     return VLLM_DEFAULT_SEED
+
+
+@cache
+def _process_random_seed() -> str:
+    """vLLM draws one random seed per engine process for xxhash without PYTHONHASHSEED."""
+    return os.urandom(32).hex()
 
 
 def vllm_none_hash(algo: str) -> bytes:

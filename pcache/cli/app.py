@@ -22,6 +22,8 @@ class PcacheGroup(TyperGroup):
         except PcacheError as failure:
             error(str(failure))
             ctx.exit(failure.exit_code)
+        except typer.Exit as done:
+            ctx.exit(done.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except KeyboardInterrupt:
