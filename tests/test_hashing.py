@@ -62,8 +62,9 @@ def test_none_hash_matches_the_spec(no_seed):
 def test_cli_prints_the_worked_example(cli, tmp_path, no_seed):
     request = tmp_path / "ids.json"
     request.write_text(json.dumps({"token_ids": list(range(40))}))
-    result = cli("hash", request, "--hash-algo", "sha256_cbor", "-t", "o200k_base",
-                 "--format", "json")
+    result = cli(
+        "hash", request, "--hash-algo", "sha256_cbor", "-t", "o200k_base", "--format", "json"
+    )
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     assert record["num_tokens"] == 40
@@ -76,8 +77,10 @@ def test_cli_prints_the_worked_example(cli, tmp_path, no_seed):
 
 def reference_chain(tokens, algo, size, salt=None, lora=None):
     """The straightforward vLLM computation: serialize the 3-tuple per block, then hash."""
-    dump = (lambda v: cbor2.dumps(v, canonical=True)) if algo.endswith("cbor") else (
-        lambda v: pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
+    dump = (
+        (lambda v: cbor2.dumps(v, canonical=True))
+        if algo.endswith("cbor")
+        else (lambda v: pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL))
     )
     parent = hashlib.sha256(dump("vllm-none-hash")).digest()
     out = []
@@ -108,8 +111,9 @@ token_lists = st.lists(
     lora=st.one_of(st.none(), st.tuples(st.text(max_size=4), st.text(max_size=4))),
 )
 def test_fast_chain_equals_the_straightforward_one(tokens, algo, size, salt, lora):
-    fast = block_hashes(tokens, HashSettings(algo=algo, block_size=size, cache_salt=salt,
-                                             lora=lora))
+    fast = block_hashes(
+        tokens, HashSettings(algo=algo, block_size=size, cache_salt=salt, lora=lora)
+    )
     assert fast == reference_chain(tokens, algo, size, salt, lora)
 
 

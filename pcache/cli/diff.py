@@ -44,13 +44,13 @@ def diff_command(
     from pcache.cli.console import stdout, write_json
     from pcache.diff import diff
     from pcache.errors import UsageError
-    from pcache.pipeline import Settings, hash_request, load_request, validate_date
+    from pcache.pipeline import Settings, hash_request, load_request
 
     if format not in ("text", "json"):
         raise UsageError(f"--format must be text or json, got {format!r}")
     if a == "-" and b == "-":
         raise UsageError("only one of A and B can be read from stdin")
-    settings = Settings(tokenizer, block_size, hash_algo, cache_salt, validate_date(date))
+    settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)
     hashed_a = hash_request(load_request(a), settings)
     hashed_b = hash_request(load_request(b), settings)
     result = diff(hashed_a, hashed_b)
