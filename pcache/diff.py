@@ -305,9 +305,9 @@ def _text_kind(a_text: str, b_text: str, char: int) -> str | None:
         return "clock"
     if matches_at(RANDOM_ID, a_text, char, 1) and matches_at(RANDOM_ID, b_text, char, 1):
         return "random_id"
-    if a_text[char : char + 1].isspace() or b_text[char : char + 1].isspace():
-        if _squash(a_text[char : char + 200]) == _squash(b_text[char : char + 200]):
-            return "whitespace"
+    at_space = a_text[char : char + 1].isspace() or b_text[char : char + 1].isspace()
+    if at_space and _squash(a_text[char : char + 200]) == _squash(b_text[char : char + 200]):
+        return "whitespace"
     return None
 
 
@@ -358,9 +358,9 @@ def _classify_message(
     if ma is None or mb is None:
         return "history_edit", "the messages before this point differ in number"
     role = ma.get("role")
-    if ma.get("reasoning_content") and not mb.get("reasoning_content"):
-        if {k: v for k, v in ma.items() if k != "reasoning_content"} == mb:
-            return "reasoning_dropped", f"messages[{index}] ({role})"
+    lost_reasoning = ma.get("reasoning_content") and not mb.get("reasoning_content")
+    if lost_reasoning and {k: v for k, v in ma.items() if k != "reasoning_content"} == mb:
+        return "reasoning_dropped", f"messages[{index}] ({role})"
     calls_a, calls_b = ma.get("tool_calls") or [], mb.get("tool_calls") or []
     if calls_a and len(calls_a) == len(calls_b):
         for left, right in zip(calls_a, calls_b, strict=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 import click
 import typer
 from typer.core import TyperGroup

@@ -57,7 +57,8 @@ def hash_command(
             continue
         stdout.print(
             f"[bold]{request.label}[/]: {record['num_tokens']} tokens,"
-            f" {len(hashed.hashes)} full blocks of {block_size} ({hash_algo}, {record['tokenizer']})"
+            f" {len(hashed.hashes)} full blocks of {block_size}"
+            f" ({hash_algo}, {record['tokenizer']})"
         )
         for index, digest in enumerate(record["block_hashes"]):
             stdout.print(
