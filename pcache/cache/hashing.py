@@ -155,7 +155,7 @@ def cbor_token_stream(token_ids: np.ndarray) -> tuple[bytes, np.ndarray]:
     rows[:, 0] = _CBOR_HEAD[widths]
     small = widths == 1
     rows[small, 0] = values[small]
-    keep = _CBOR_COLUMNS >= (np.uint8(6) - widths)[:, None]
+    keep = (np.uint8(6) - widths)[:, None] <= _CBOR_COLUMNS
     keep[:, 0] = True
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(widths, out=offsets[1:])
