@@ -48,7 +48,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -81,4 +81,4 @@ _register()
 def main() -> None:
     """Console entry point."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    app()
+    app(prog_name="pcache")
