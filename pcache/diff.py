@@ -306,8 +306,11 @@ def _text_kind(a_text: str, b_text: str, char: int) -> str | None:
     if matches_at(RANDOM_ID, a_text, char, 1) and matches_at(RANDOM_ID, b_text, char, 1):
         return "random_id"
     at_space = a_text[char : char + 1].isspace() or b_text[char : char + 1].isspace()
-    if at_space and _squash(a_text[char : char + 200]) == _squash(b_text[char : char + 200]):
-        return "whitespace"
+    if at_space:
+        left, right = _squash(a_text[char : char + 200]), _squash(b_text[char : char + 200])
+        keep = min(len(left), len(right)) - 16
+        if keep > 0 and left[:keep] == right[:keep]:
+            return "whitespace"
     return None
 
 
@@ -363,14 +366,17 @@ def _classify_message(
         return "reasoning_dropped", f"messages[{index}] ({role})"
     calls_a, calls_b = ma.get("tool_calls") or [], mb.get("tool_calls") or []
     if calls_a and len(calls_a) == len(calls_b):
-        for left, right in zip(calls_a, calls_b, strict=True):
+        for call, (left, right) in enumerate(zip(calls_a, calls_b, strict=True)):
             if left.get("function") == right.get("function") and left.get("id") != right.get("id"):
                 return "tool_call_id", f"{left.get('id')} became {right.get('id')}"
-        if ".arguments" in normalized:
-            raw_a = get_path(a.raw, a.source_path(normalized).removeprefix(a.path_prefix + "."))
-            raw_b = get_path(b.raw, b.source_path(normalized).removeprefix(b.path_prefix + "."))
+            path = f"messages[{index}].tool_calls[{call}].function.arguments"
+            raw_a = get_path(a.raw, _raw_path(a, path))
+            raw_b = get_path(b.raw, _raw_path(b, path))
             if raw_a != raw_b and _parse(raw_a) == _parse(raw_b) is not None:
                 return "key_order", "tool-call arguments were re-serialized"
+    content_a, content_b = ma.get("content"), mb.get("content")
+    if content_a != content_b and _squash(str(content_a)) == _squash(str(content_b)):
+        return "whitespace", f"in messages[{index}] ({role})"
     if ma.get("tool_call_id") != mb.get("tool_call_id") and ma.get("content") == mb.get("content"):
         return "tool_call_id", f"{ma.get('tool_call_id')} became {mb.get('tool_call_id')}"
     if text_kind:
@@ -381,6 +387,11 @@ def _classify_message(
     if index < last_a:
         return "history_edit", f"messages[{index}] ({role}) differs; later turns are recomputed"
     return "content", f"messages[{index}] ({role})"
+
+
+def _raw_path(request: Request, normalized: str) -> str:
+    path = request.source_path(normalized)
+    return path.removeprefix(request.path_prefix + ".") if request.path_prefix else path
 
 
 def _parse(value: Any) -> Any:
@@ -422,11 +433,11 @@ def _structural_difference(a: Request, b: Request) -> tuple[str, str] | None:
     names_b = [tool_name(tool) for tool in b.tools]
     if names_a != names_b:
         return _classify_tools(a, b, None, None)
+    dropped = _dropped_head(a.messages, b.messages)
+    if dropped:
+        return "history_truncated", f"{dropped} message(s) dropped from the head of the history"
     roles_a = [m.get("role") for m in a.messages]
     roles_b = [m.get("role") for m in b.messages]
     if roles_a[: len(roles_b)] != roles_b[: len(roles_a)]:
         return "history_edit", "the message roles differ"
-    dropped = _dropped_head(a.messages, b.messages)
-    if dropped:
-        return "history_truncated", f"{dropped} message(s) dropped from the head of the history"
     return None
