@@ -23,7 +23,9 @@ class PcacheGroup(TyperGroup):
         except PcacheError as failure:
             error(str(failure))
             ctx.exit(failure.exit_code)
-        except (click.exceptions.Exit, typer.Exit, click.ClickException, click.Abort):
+        except typer.Exit as done:
+            ctx.exit(done.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except KeyboardInterrupt:
             ctx.exit(130)
@@ -46,7 +48,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -80,4 +82,4 @@ _register()
 def main() -> None:
     """Console entry point."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    app()
+    app(prog_name="pcache")
