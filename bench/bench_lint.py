@@ -25,11 +25,47 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-WORDS = (
-    "cache prefix token block request session agent tool schema prompt history turn reply "
-    "server engine model latency budget order invoice shipping return refund customer account "
-    "report metric error retry window stride summary compaction context template render"
-).split()
+WORDS = [
+    *[
+        "cache",
+        "prefix",
+        "token",
+        "block",
+        "request",
+        "session",
+        "agent",
+        "tool",
+        "schema",
+        "prompt",
+        "history",
+        "turn",
+    ],
+    *[
+        "reply",
+        "server",
+        "engine",
+        "model",
+        "latency",
+        "budget",
+        "order",
+        "invoice",
+        "shipping",
+        "return",
+        "refund",
+    ],
+    *[
+        "customer",
+        "account",
+        "report",
+        "metric",
+        "error",
+        "retry",
+        "window",
+        "stride",
+        "summary",
+        "context",
+    ],
+]
 
 
 def sentence(rng: random.Random, words: int) -> str:
@@ -52,9 +88,18 @@ def generate(path: Path, num_requests: int, seed: int = 7) -> None:
     rng = random.Random(seed)
     system = system_prompt(rng)
     tools = [
-        {"type": "function", "function": {"name": name, "description": sentence(rng, 12),
-         "parameters": {"properties": {"query": {"type": "string"}}, "required": ["query"],
-                        "type": "object"}}}
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": sentence(rng, 12),
+                "parameters": {
+                    "properties": {"query": {"type": "string"}},
+                    "required": ["query"],
+                    "type": "object",
+                },
+            },
+        }
         for name in ("lookup_order", "refund", "search_docs")
     ]
     written = 0
@@ -66,34 +111,56 @@ def generate(path: Path, num_requests: int, seed: int = 7) -> None:
             messages = [{"role": "system", "content": system}]
             budget = 500  # tokens of conversation on top of the ~1,500 shared ones
             per_turn = budget // turns
-            for turn in range(turns):
+            for _ in range(turns):
                 if written >= num_requests:
                     break
                 messages.append({"role": "user", "content": sentence(rng, per_turn // 3)})
                 body = {"model": "gpt-oss-120b", "messages": list(messages), "tools": tools}
-                out.write(json.dumps({"session_id": f"s{session}", "body": body,
-                                      "custom_id": f"r{written}"}) + "\n")
+                out.write(
+                    json.dumps(
+                        {"session_id": f"s{session}", "body": body, "custom_id": f"r{written}"}
+                    )
+                    + "\n"
+                )
                 written += 1
                 messages.append({"role": "assistant", "content": sentence(rng, per_turn // 2)})
 
 
 def timed_cli(log: Path, tokenizer: str) -> tuple[float, float, dict]:
-    command = ["/usr/bin/time", "-v", sys.executable, "-m", "pcache", "lint", str(log),
-               "--tokenizer", tokenizer, "--format", "json", "--exit-zero"]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    command = [
+        "/usr/bin/time",
+        "-v",
+        sys.executable,
+        "-m",
+        "pcache",
+        "lint",
+        str(log),
+        "--tokenizer",
+        tokenizer,
+        "--format",
+        "json",
+        "--exit-zero",
+    ]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     if result.returncode != 0:
         raise SystemExit(result.stderr[-2000:])
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", result.stderr)
     hours = float(wall.group(1) or 0)
     seconds = hours * 3600 + float(wall.group(2)) * 60 + float(wall.group(3))
-    rss_kib = float(re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr).group(1))
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
+    rss_kib = float(rss.group(1))
     return seconds, rss_kib / 1024, json.loads(result.stdout)["summary"]
 
 
 def in_process(log: Path, tokenizer: str) -> dict:
-    from pcache.rules.runner import LintOptions, _Run
     from pcache.rules.config import LintConfig
+    from pcache.rules.runner import LintOptions, _Run
 
     run = _Run(LintOptions(tokenizer=tokenizer), LintConfig(), None)
     started = time.perf_counter()
@@ -118,14 +185,18 @@ def main() -> None:
         log = Path(args.keep) if args.keep else Path(folder) / "bench.jsonl"
         started = time.perf_counter()
         generate(log, args.requests)
-        print(f"generated {args.requests} requests ({log.stat().st_size / 2**20:.0f} MiB)"
-              f" in {time.perf_counter() - started:.1f}s")
+        print(
+            f"generated {args.requests} requests ({log.stat().st_size / 2**20:.0f} MiB)"
+            f" in {time.perf_counter() - started:.1f}s"
+        )
         wall, rss, summary = timed_cli(log, args.tokenizer)
         tokens = summary["prompt_tokens"]
-        print(f"pcache lint ({args.tokenizer}): {wall:.1f}s wall, peak RSS {rss:.0f} MiB,"
-              f" {tokens:,} prompt tokens ({tokens / args.requests:,.0f}/request),"
-              f" {tokens / wall / 1e6:.2f} M tokens/s, {len(summary['rules'])} rules fired,"
-              f" cacheable {summary['cacheable_ratio']:.1%}")
+        print(
+            f"pcache lint ({args.tokenizer}): {wall:.1f}s wall, peak RSS {rss:.0f} MiB,"
+            f" {tokens:,} prompt tokens ({tokens / args.requests:,.0f}/request),"
+            f" {tokens / wall / 1e6:.2f} M tokens/s, {len(summary['rules'])} rules fired,"
+            f" cacheable {summary['cacheable_ratio']:.1%}"
+        )
         print("in-process stages:", json.dumps(in_process(log, args.tokenizer)))
 
 

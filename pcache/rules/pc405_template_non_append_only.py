@@ -52,10 +52,6 @@ RULE = Rule(
 )
 
 
-def _piece(text: str, start: int, length: int = 24) -> str:
-    return text[start : start + length]
-
-
 def check(ctx: LintContext) -> Iterator[Violation]:
     if ctx.previous is None or not ctx.current.is_chat:
         return
@@ -77,15 +73,15 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         settings.profile, expected_shared(ctx), total, size
     ):
         return  # the divergence falls where this cache reuses nothing anyway
-    old_char = previous.rendered.token_char(position)
-    new_char = current.rendered.token_char(position)
-    where = current.rendered.path_at(new_char)
+    from pcache.diff import explain
+
+    _, cause = explain(previous.rendered, current.rendered, position)
+    where = cause.b_path
     origin = f"content of {where}" if where else "template text"
     yield Violation(
         f"turn {len(old_messages)} rendered with its generation prompt is not a token prefix of"
         f" the next request: first divergent token {position} of {len(old_tokens)}"
-        f" ({origin}: {_piece(previous.rendered.text, old_char)!r} became"
-        f" {_piece(current.rendered.text, new_char)!r})",
+        f" ({origin}: {cause.a_excerpt!r} became {cause.b_excerpt!r})",
         where or "",
         token_position=position,
         fix_title="use template flags that keep history as generated, or a patched template",

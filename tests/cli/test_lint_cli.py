@@ -44,8 +44,17 @@ def test_json_output_has_sorted_keys_and_the_documented_fields(cli):
     result = cli("lint", DEFECTS, *PLAIN, "--format", "json")
     data = json.loads(result.stdout)
     assert list(data) == sorted(data)
-    required = {"code", "name", "severity", "file", "request", "json_path", "token_position",
-                "tokens_reprefilled", "message"}
+    required = {
+        "code",
+        "name",
+        "severity",
+        "file",
+        "request",
+        "json_path",
+        "token_position",
+        "tokens_reprefilled",
+        "message",
+    }
     for finding in data["findings"]:
         assert required <= set(finding)
         assert list(finding) == sorted(finding)
@@ -57,8 +66,11 @@ def test_json_output_has_sorted_keys_and_the_documented_fields(cli):
         assert row["count"] == len(mine)
         assert row["tokens_reprefilled"] == sum(f["tokens_reprefilled"] for f in mine)
     # a clock in the system prompt costs everything after it, more as the session grows
-    clock = [f["tokens_reprefilled"] for f in data["findings"]
-             if f["code"] == "PC101" and f["severity"] == "error"]
+    clock = [
+        f["tokens_reprefilled"]
+        for f in data["findings"]
+        if f["code"] == "PC101" and f["severity"] == "error"
+    ]
     assert len(clock) == 4 and clock == sorted(clock) and clock[0] > 0
 
 
@@ -92,7 +104,8 @@ def test_concise_and_github_formats(cli):
     github = cli("lint", DEFECTS, *PLAIN, "--format", "github")
     assert github.exit_code == 1
     for line in github.stdout.splitlines():
-        assert re.match(r"::(error|warning|notice) title=pcache \(PC\d{3}\),file=\S+,line=\d+,col=\d+::", line)
+        shape = r"::(error|warning|notice) title=pcache \(PC\d{3}\),file=\S+,line=\d+,col=\d+::"
+        assert re.match(shape, line)
 
 
 def test_broken_file_is_one_finding_and_the_rest_is_linted(cli, tmp_path):
@@ -123,8 +136,17 @@ def test_missing_path_and_bad_options_exit_2(cli):
 def test_selection_and_exit_zero(cli):
     only = cli("lint", DEFECTS, *PLAIN, "--select", "PC3", "--format", "json")
     assert {f["code"] for f in findings(only)} == {"PC301", "PC303", "PC304"}
-    ignored = cli("lint", DEFECTS, *PLAIN, "--ignore", "PC3,PC1", "--extend-select", "PC303",
-                  "--format", "json")
+    ignored = cli(
+        "lint",
+        DEFECTS,
+        *PLAIN,
+        "--ignore",
+        "PC3,PC1",
+        "--extend-select",
+        "PC303",
+        "--format",
+        "json",
+    )
     codes = {f["code"] for f in findings(ignored)}
     assert "PC101" not in codes and "PC301" not in codes and "PC303" in codes
     assert cli("lint", DEFECTS, *PLAIN, "--exit-zero").exit_code == 0
@@ -140,15 +162,20 @@ def test_config_per_file_ignores_and_cli_precedence(cli, tmp_path):
     codes = {(f["code"], Path(f["file"]).suffix) for f in findings(result)}
     assert ("PC101", ".jsonl") not in codes
     assert not any(suffix == ".json" for _, suffix in codes)
-    selected = cli("lint", DEFECTS, *PLAIN, "--config", config, "--select", "PC101",
-                   "--format", "json")
+    selected = cli(
+        "lint", DEFECTS, *PLAIN, "--config", config, "--select", "PC101", "--format", "json"
+    )
     assert {f["code"] for f in findings(selected)} == {"PC101"}
 
 
 @pytest.mark.parametrize(
     "text",
-    ['[tool.pcache.lint]\nselect = "PC1"\n', '[tool.pcache.lint]\nfoo = 1\n', "[tool.pcache\n",
-     '[tool.pcache.lint]\nignore = ["XX9"]\n'],
+    [
+        '[tool.pcache.lint]\nselect = "PC1"\n',
+        "[tool.pcache.lint]\nfoo = 1\n",
+        "[tool.pcache\n",
+        '[tool.pcache.lint]\nignore = ["XX9"]\n',
+    ],
 )
 def test_bad_config_exits_2(cli, tmp_path, text):
     config = tmp_path / "pyproject.toml"
@@ -163,7 +190,8 @@ def test_explain_and_list_rules(cli):
     assert explained.exit_code == 0
     assert "## What it does" in explained.stdout and "tool-order-changed" in explained.stdout
     as_json = json.loads(cli("lint", "--explain", "PC202", "--format", "json").stdout)
-    assert as_json["name"] == "reserialized-tool-arguments" and "Use instead" in as_json["explanation"]
+    assert as_json["name"] == "reserialized-tool-arguments"
+    assert "Use instead" in as_json["explanation"]
     listed = cli("lint", "--list-rules")
     for code in ("PC101", "PC102", "PC104", "PC107", "PC405", "PC502", "PC510"):
         assert code in listed.stdout
@@ -211,13 +239,27 @@ def test_fix_sorts_tools_and_schema_keys_only(cli, tmp_path):
 
 def test_fix_never_touches_tool_call_arguments(cli, tmp_path):
     request = {
-        "tools": [{"type": "function", "function": {"name": "b", "parameters": {"type": "object",
-                   "properties": {}}}},
-                  {"type": "function", "function": {"name": "a", "parameters": {}}}],
-        "messages": [{"role": "user", "content": "go"},
-                     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1",
-                      "type": "function", "function": {"name": "b",
-                      "arguments": "{\"z\": 1, \"a\": 2}"}}]}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "b", "parameters": {"type": "object", "properties": {}}},
+            },
+            {"type": "function", "function": {"name": "a", "parameters": {}}},
+        ],
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "b", "arguments": '{"z": 1, "a": 2}'},
+                    }
+                ],
+            },
+        ],
     }
     target = tmp_path / "r.json"
     target.write_text(json.dumps(request))

@@ -7,7 +7,7 @@ the PC102 tests free of model downloads while exercising the same date dependenc
 from __future__ import annotations
 
 from pcache.prompt.plain import PlainRenderer
-from pcache.prompt.rendered import Span, assemble
+from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
 from pcache.prompt.tokenizer import RenderOptions
 
@@ -19,9 +19,9 @@ class DatedRenderer(PlainRenderer):
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
         text, spans = super().render_text(request, options)
-        header = f"<|im_start|>system\nCutting Knowledge Date: December 2023\nToday Date: {options.date}<|im_end|>\n"
+        header = (
+            "<|im_start|>system\nCutting Knowledge Date: December 2023\n"
+            f"Today Date: {options.date}<|im_end|>\n"
+        )
         shifted = [Span(s.start + len(header), s.end + len(header), s.path) for s in spans]
         return header + text, shifted
-
-
-__all__ = ["DatedRenderer", "assemble"]

@@ -11,8 +11,28 @@ from pcache.rules.cost import PrefixIndex
 from pcache.rules.runner import LintOptions, lint_values
 
 PIECES = st.sampled_from(
-    ["<|endoftext|>", "<|endofprompt|>", " ", "\n", "\n\n", "  ", "é", "😀", "日本", "a", "The",
-     " cat", "123", "{\"k\": 1}", "<|", "|>", "\r\n", "\u0301", "tool", "<|im_start|>"]
+    [
+        "<|endoftext|>",
+        "<|endofprompt|>",
+        " ",
+        "\n",
+        "\n\n",
+        "  ",
+        "é",
+        "😀",
+        "日本",
+        "a",
+        "The",
+        " cat",
+        "123",
+        '{"k": 1}',
+        "<|",
+        "|>",
+        "\r\n",
+        "\u0301",
+        "tool",
+        "<|im_start|>",
+    ]
 )
 TEXT = st.lists(st.one_of(PIECES, st.text(max_size=12)), max_size=40).map("".join)
 
@@ -58,9 +78,19 @@ def conversations(draw):
         if draw(st.booleans()):
             call_id = f"call_{turn}"
             arguments = '{"q": "' + draw(WORDS) + '"}'
-            messages.append({"role": "assistant", "content": draw(WORDS), "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": "search", "arguments": arguments}}]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": draw(WORDS),
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "search", "arguments": arguments},
+                        }
+                    ],
+                }
+            )
             messages.append({"role": "tool", "tool_call_id": call_id, "content": draw(WORDS)})
         messages.append({"role": "assistant", "content": draw(WORDS)})
     return messages
@@ -69,8 +99,16 @@ def conversations(draw):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=conversations(), with_ids=st.booleans())
 def test_append_only_sessions_are_never_reported(messages, with_ids):
-    tools = [{"type": "function", "function": {"name": "search", "description": "Search.",
-              "parameters": {"properties": {"q": {"type": "string"}}, "type": "object"}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "search",
+                "description": "Search.",
+                "parameters": {"properties": {"q": {"type": "string"}}, "type": "object"},
+            },
+        }
+    ]
     requests = []
     for end in range(2, len(messages) + 1):
         if messages[end - 1]["role"] in ("user", "tool"):

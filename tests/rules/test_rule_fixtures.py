@@ -19,7 +19,8 @@ def _cases():
     for path in sorted(FIXTURES.glob("PC*.json")):
         data = json.loads(path.read_text())
         for case in data["cases"]:
-            yield pytest.param(data["rule"], data["settings"], case, id=f"{data['rule']}:{case['name']}")
+            name = f"{data['rule']}:{case['name']}"
+            yield pytest.param(data["rule"], data["settings"], case, id=name)
 
 
 def lint_case(code: str, settings: dict, case: dict):
