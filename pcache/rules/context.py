@@ -45,6 +45,7 @@ class RequestContext:
         self.identity = identity_of(request)
         self._rendered: RenderedPrompt | None = None
         self._history_keys: list[tuple] | None = None
+        self._slots: list[tuple[tuple, str, str]] | None = None
         self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
 
     @property
@@ -63,6 +64,18 @@ class RequestContext:
 
             self._history_keys = [history_key(message) for message in self.request.messages]
         return self._history_keys
+
+    @property
+    def prefix_slots(self) -> list[tuple[tuple, str, str]]:
+        """(slot, normalized path, text) of what every request sends again (`prefix_texts`)."""
+        if self._slots is None:
+            from pcache.rules.slots import prefix_texts
+
+            self._slots = list(prefix_texts(self.request))
+        return self._slots
+
+    def slot_map(self) -> dict[tuple, tuple[str, str]]:
+        return {slot: (path, text) for slot, path, text in self.prefix_slots}
 
     @property
     def rendered(self) -> RenderedPrompt:
@@ -158,6 +171,8 @@ class AppState:
     max_heads: int = 64
     heads: OrderedDict[str, SessionHead] = field(default_factory=OrderedDict)
     seen: set[Any] = field(default_factory=set)
+    cache: dict[Any, Any] = field(default_factory=dict)
+    """Results that depend only on content repeated across requests (e.g. schema checks)."""
 
     def once(self, key: Any) -> bool:
         """True the first time `key` is seen in this run."""

@@ -45,7 +45,6 @@ from collections.abc import Iterator
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.patterns import CLOCK, DATE, changed_windows, search_clock, short, widen
-from pcache.rules.slots import prefix_texts, slot_texts
 
 RULE = Rule(
     code="PC101",
@@ -63,8 +62,8 @@ def _is_clock(text: str) -> bool:
 
 def check(ctx: LintContext) -> Iterator[Violation]:
     request = ctx.current.request
-    before = slot_texts(ctx.previous.request) if ctx.previous else None
-    for slot, path, text in prefix_texts(request):
+    before = ctx.previous.slot_map() if ctx.previous else None
+    for slot, path, text in ctx.current.prefix_slots:
         if before is not None:
             if slot not in before or before[slot][1] == text:
                 continue  # same value as the previous request: no break here

@@ -42,7 +42,6 @@ from collections.abc import Iterator
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.patterns import RANDOM_ID, changed_windows, search_random_id, short, widen
-from pcache.rules.slots import prefix_texts, slot_texts
 
 RULE = Rule(
     code="PC103",
@@ -55,8 +54,8 @@ FIX = "drop the identifier from the prompt or send it in `metadata`/headers"
 
 def check(ctx: LintContext) -> Iterator[Violation]:
     request = ctx.current.request
-    before = slot_texts(ctx.previous.request) if ctx.previous else None
-    for slot, path, text in prefix_texts(request):
+    before = ctx.previous.slot_map() if ctx.previous else None
+    for slot, path, text in ctx.current.prefix_slots:
         if before is not None:
             if slot not in before or before[slot][1] == text:
                 continue

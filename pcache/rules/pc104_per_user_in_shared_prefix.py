@@ -50,7 +50,6 @@ from pcache.rules.patterns import (
     short,
     widen,
 )
-from pcache.rules.slots import prefix_texts, slot_texts
 
 RULE = Rule(
     code="PC104",
@@ -75,8 +74,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     for head in ctx.app.other_heads(current.session):
         if identity and head.identity == identity:
             continue
-        before = slot_texts(head.context.request)
-        for slot, path, text in prefix_texts(current.request):
+        before = head.context.slot_map()
+        for slot, path, text in current.prefix_slots:
             if slot not in before or before[slot][1] == text:
                 continue
             old_text = before[slot][1]

@@ -43,7 +43,6 @@ from collections.abc import Iterator
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.patterns import first_difference, normalize_whitespace
-from pcache.rules.slots import prefix_texts, slot_texts
 
 RULE = Rule(
     code="PC107",
@@ -64,8 +63,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     if ctx.previous is None:
         return
     request, previous = ctx.current.request, ctx.previous.request
-    before = slot_texts(previous)
-    for slot, path, text in prefix_texts(request):
+    before = ctx.previous.slot_map()
+    for slot, path, text in ctx.current.prefix_slots:
         if slot in before and slot[0] != "tool-name":
             offset = _drift(before[slot][1], text)
             if offset is not None:

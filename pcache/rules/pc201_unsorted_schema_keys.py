@@ -75,6 +75,13 @@ def is_sorted(value: Any) -> bool:
     return True
 
 
+def _sorted(ctx: LintContext, schema: Any) -> bool:
+    key = ("PC201", exact(schema))
+    if key not in ctx.app.cache:
+        ctx.app.cache[key] = is_sorted(schema)
+    return ctx.app.cache[key]
+
+
 def _path(request, index: int) -> str:
     tool = request.tools[index]
     return request.source_path(
@@ -100,7 +107,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 _path(request, index),
                 fix_title="serialize tool schemas with sorted keys",
             )
-        elif not is_sorted(schema) and ctx.app.once(("PC201", name, exact(schema))):
+        elif not _sorted(ctx, schema) and ctx.app.once(("PC201", name, exact(schema))):
             yield Violation(
                 f"schema keys of tool {name!r} are not sorted; an unstable serializer would change"
                 " the prefix",
