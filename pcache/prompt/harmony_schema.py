@@ -229,9 +229,9 @@ def compact_json(value: Any) -> str:
     if value is False:
         return "false"
     if isinstance(value, int):
-        return str(value) if -(2**63) <= value < 2**64 else _float_text(float(value))
+        return str(value) if -(2**63) <= value < 2**64 else _float_text(_read_back(str(value)))
     if isinstance(value, float):
-        return _float_text(value)
+        return _float_text(_read_back(repr(value)))
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, dict):
@@ -242,6 +242,47 @@ def compact_json(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(compact_json(item) for item in value) + "]"
     return json.dumps(str(value), ensure_ascii=False)
+
+
+_U64_MAX = 2**64 - 1
+_POWERS_OF_TEN = [float(f"1e{k}") for k in range(309)]
+
+
+def _read_back(number: str) -> float:
+    """The float the reference renderer gets for a JSON number, as its JSON reader computes it.
+
+    That reader is best-effort, not correctly rounded: it keeps the digits that fit in 64 bits,
+    converts them to a float and scales by one power of ten, so some values move by one unit in
+    the last place. Their defaults are then written with those digits, and so are pcache's.
+    """
+    if number in ("inf", "-inf", "nan"):
+        return float(number)
+    negative = number.startswith("-")
+    mantissa, _, exponent_text = number.lstrip("-").lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    significand, exponent, overflowed = 0, 0, False
+    for digit in whole:
+        if overflowed or significand * 10 + int(digit) > _U64_MAX:
+            overflowed, exponent = True, exponent + 1
+        else:
+            significand = significand * 10 + int(digit)
+    for digit in fraction:
+        if overflowed or significand * 10 + int(digit) > _U64_MAX:
+            overflowed = True
+        else:
+            significand, exponent = significand * 10 + int(digit), exponent - 1
+    exponent += int(exponent_text or 0)
+    value = float(significand)
+    while True:
+        if abs(exponent) <= 308:
+            scale = _POWERS_OF_TEN[abs(exponent)]
+            value = value * scale if exponent >= 0 else value / scale
+            break
+        if value == 0.0 or exponent > 0:
+            value = value * float("inf") if exponent > 0 else value
+            break
+        value, exponent = value / 1e308, exponent + 308
+    return -value if negative else value
 
 
 def _float_text(value: float) -> str:
