@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from harmony_corpus import generate, harmony_encoding, random_date, reference_token_ids
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +12,7 @@ from pcache.prompt.harmony import HarmonyRenderer
 from pcache.prompt.render import render
 from pcache.prompt.request import request_from_document
 from pcache.prompt.tokenizer import RenderOptions
+from tests.harmony_corpus import generate, harmony_encoding, random_date, reference_token_ids
 
 CORPUS_SIZE = 64
 

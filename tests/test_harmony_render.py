@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harmony_corpus import reference_token_ids
 
 from pcache.prompt.harmony import HarmonyRenderer
 from pcache.prompt.render import render, resolve_renderer
 from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import request_from_document
 from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
+from tests.harmony_corpus import reference_token_ids
 
 WEATHER_TOOL = {
     "type": "function",
