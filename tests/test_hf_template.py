@@ -21,12 +21,13 @@ from pcache.errors import TokenizerError
 from pcache.jsonpath import get_path
 from pcache.prompt.hf_template import load_hf_renderer, template_calls_clock
 from pcache.prompt.provenance import json_pieces
-from pcache.prompt.render import render
+from pcache.prompt.render import render, resolve_renderer
 from pcache.prompt.request import Request, request_from_document
 
 
 def pcache_renderer(model: str):
-    return load_hf_renderer(str(hf_model_dir(model)))
+    """Loaded once per model (through the same cache `--tokenizer` uses)."""
+    return resolve_renderer(str(hf_model_dir(model)))
 
 
 def to_request(document: dict, name: str = "case.json") -> Request:
@@ -199,7 +200,8 @@ JSON_VALUES = st.recursive(
 @given(value=JSON_VALUES, indent=st.sampled_from([None, 2, 4]))
 def test_json_pieces_rebuild_json_dumps(value, indent):
     pieces = json_pieces(value, "tools[0]", indent)
-    assert "".join(text for text, _ in pieces) == json.dumps(value, ensure_ascii=False, indent=indent)
+    expected = json.dumps(value, ensure_ascii=False, indent=indent)
+    assert "".join(text for text, _ in pieces) == expected
     assert all(path.startswith("tools[0]") for _, path in pieces)
 
 

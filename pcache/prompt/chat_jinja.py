@@ -13,19 +13,21 @@ import json
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
+
+from pcache.prompt.tokenizer import DEFAULT_DATE
 
 REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 """Names a message's reasoning goes by; templates read `reasoning_content` (gpt-oss: `thinking`)."""
 
 
-_PINNED_DATE: ContextVar[datetime] = ContextVar("pinned_date", default=datetime(2026, 1, 1))
+_PINNED_DATE: ContextVar[str] = ContextVar("pinned_date", default=DEFAULT_DATE)
 
 
 @contextmanager
 def pinned_date(date: str):
     """Make `strftime_now` format midnight of `date` (YYYY-MM-DD) while rendering."""
-    token = _PINNED_DATE.set(datetime.fromisoformat(date))
+    token = _PINNED_DATE.set(date)
     try:
         yield
     finally:
@@ -33,7 +35,7 @@ def pinned_date(date: str):
 
 
 def _strftime_now(format: str) -> str:
-    return _PINNED_DATE.get().strftime(format)
+    return datetime.fromisoformat(_PINNED_DATE.get()).strftime(format)
 
 
 class TemplateRaised(Exception):
@@ -94,7 +96,7 @@ def _make_generation_extension():
     class GenerationTag(jinja2.ext.Extension):
         """`{% generation %}...{% endgeneration %}` renders its body unchanged."""
 
-        tags = {"generation"}
+        tags: ClassVar[set[str]] = {"generation"}
 
         def parse(self, parser):
             line = next(parser.stream).lineno

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from pcache.errors import InputError, TokenizerError
-from pcache.prompt.chat_jinja import TemplateRaised, make_environment, pinned_date, template_messages
+from pcache.prompt.chat_jinja import (
+    TemplateRaised,
+    make_environment,
+    pinned_date,
+    template_messages,
+)
 from pcache.prompt.hf_files import ModelFiles, locate_model_files
 from pcache.prompt.provenance import locate_spans
 from pcache.prompt.rendered import Span
@@ -125,7 +130,8 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     try:
         tokenizer = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as error:
-        raise TokenizerError(f"{files.tokenizer}: not a loadable tokenizer: {_one_line(error)}")
+        message = f"{files.tokenizer}: not a loadable tokenizer: {_one_line(error)}"
+        raise TokenizerError(message) from None
     config = _read_json(files.config) if files.config else {}
     templates = _templates(files, config)
     special_tokens = _special_tokens(files, config)
