@@ -247,7 +247,7 @@ def test_runtime_path_imports_neither_transformers_nor_torch(tmp_path: Path):
 def test_offline_hub_id_fails_at_once(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     started = time.perf_counter()
-    with pytest.raises(TokenizerError, match="not in the local Hugging Face cache"):
+    with pytest.raises(TokenizerError, match="not in the local Hugging Face"):
         load_hf_renderer("pcache-test-org/no-such-model")
     assert time.perf_counter() - started < 2.0
 
@@ -271,7 +271,7 @@ def test_cli_unknown_hub_id_exits_2_with_one_line(tmp_path: Path):
     assert done.returncode == 2
     lines = done.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "some-org/some-model" in lines[0], lines
-    assert "not in the local Hugging Face cache" in lines[0]
+    assert "not in the local Hugging Face" in lines[0]
 
 
 def _tiny_tokenizer(directory: Path) -> None:

@@ -77,8 +77,8 @@ def _hub_files(repo_id: str) -> ModelFiles:
         return ModelFiles(repo_id, tokenizer, *(cached(name) for name in OPTIONAL_FILES))
     if hub_offline():
         raise TokenizerError(
-            f"{repo_id}: not in the local Hugging Face cache, and HF_HUB_OFFLINE is set"
-            " (download its tokenizer files first, or pass a local directory)"
+            f"{repo_id}: no such directory, and this model is not in the local Hugging Face"
+            " cache while HF_HUB_OFFLINE is set (download its tokenizer files first)"
         )
     _probe_hub(repo_id)
     return _download(repo_id)
