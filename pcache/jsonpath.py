@@ -27,9 +27,9 @@ def format_path(parts: list[str | int]) -> str:
 def get_path(value: Any, path: str | list[str | int], default: Any = None) -> Any:
     parts = parse_path(path) if isinstance(path, str) else path
     for part in parts:
-        if isinstance(part, int) and isinstance(value, list) and -len(value) <= part < len(value):
-            value = value[part]
-        elif isinstance(part, str) and isinstance(value, dict) and part in value:
+        in_list = isinstance(part, int) and isinstance(value, list) and part < len(value)
+        in_dict = isinstance(part, str) and isinstance(value, dict) and part in value
+        if in_list or in_dict:
             value = value[part]
         else:
             return default
