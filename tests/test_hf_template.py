@@ -10,9 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_pcache
-from fixtures import HF_FIXTURES, hf_model_dir, hf_reference_tokenizer
-from fixtures.chat_corpus import CORPUS, PAIRS, PARALLEL_CALLS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +20,9 @@ from pcache.prompt.hf_template import load_hf_renderer, template_calls_clock
 from pcache.prompt.provenance import json_pieces
 from pcache.prompt.render import render, resolve_renderer
 from pcache.prompt.request import Request, request_from_document
+from tests.conftest import ROOT, run_pcache
+from tests.fixtures import HF_FIXTURES, hf_model_dir, hf_reference_tokenizer
+from tests.fixtures.chat_corpus import CORPUS, PAIRS, PARALLEL_CALLS
 
 
 def pcache_renderer(model: str):
