@@ -144,6 +144,23 @@ def test_first_divergence_equals_transformers(model: str, pair: str):
     assert (ours[1].token_path(found) or "").startswith(PAIR_PATHS[pair]), ours[1].token_path(found)
 
 
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+@pytest.mark.parametrize("model", HF_FIXTURES)
+def test_diff_command_reports_transformers_divergence(cli, tmp_path: Path, model: str, pair: str):
+    files = []
+    for side, document in zip("ab", PAIRS[pair], strict=True):
+        files.append(tmp_path / f"{side}.json")
+        files[-1].write_text(json.dumps(document), encoding="utf-8")
+    result = cli("diff", *files, "-t", hf_model_dir(model), "-f", "json")
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    left, right = (to_request(document) for document in PAIRS[pair])
+    expected = first_divergence(reference(model, left), reference(model, right))
+    assert report["first_divergence_token"] == expected
+    assert report["num_tokens"] == [len(reference(model, left)), len(reference(model, right))]
+    assert report["cause"]["b_path"].startswith(PAIR_PATHS[pair]), report["cause"]
+
+
 # --- provenance --------------------------------------------------------------------------------
 
 
