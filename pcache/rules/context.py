@@ -130,6 +130,16 @@ class RequestContext:
         starts = self.rendered.token_starts
         return max(0, bisect_right(starts, char) - 1)
 
+    def text_of_path(self, source_path: str) -> str:
+        """The rendered text that came from `source_path` (or anything under it)."""
+        rendered = self.rendered
+        return "".join(
+            rendered.text[span.start : span.end]
+            for span in rendered.spans
+            if span.path == source_path
+            or span.path.startswith((source_path + ".", source_path + "["))
+        )
+
     def char_of_path(self, source_path: str) -> int | None:
         for span in self.rendered.spans:
             if span.path == source_path or span.path.startswith(

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext, common_prefix
 from pcache.rules.cost import expected_shared, reusable
-from pcache.rules.slots import canonical
+from pcache.rules.slots import exact
 
 RULE = Rule(
     code="PC405",
@@ -59,9 +59,14 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     old_messages, new_messages = previous.request.messages, current.request.messages
     if len(new_messages) <= len(old_messages):
         return
-    if canonical(new_messages[: len(old_messages)]) != canonical(old_messages):
+    if new_messages[: len(old_messages)] != old_messages:
         return  # the messages themselves changed: PC401 and friends
-    if canonical(previous.request.tools) != canonical(current.request.tools):
+    old_raw, new_raw = previous.request.raw, current.request.raw
+    if exact(old_raw.get("messages", [])) != exact(
+        new_raw.get("messages", [])[: len(old_messages)]
+    ):
+        return  # same values, other bytes (PC202)
+    if exact(old_raw.get("tools")) != exact(new_raw.get("tools")):
         return
     old_tokens, new_tokens = previous.rendered.token_ids, current.rendered.token_ids
     position = common_prefix(old_tokens, new_tokens)

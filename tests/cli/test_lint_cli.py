@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT, SAMPLES, run_pcache
 
-PLAIN = ("--tokenizer", "o200k_base")
+PLAIN: tuple[str, ...] = ()  # the default tokenizer (gpt-oss)
 DEFECTS = SAMPLES / "prompts"
 CLEAN = SAMPLES / "prompts-clean"
 
