@@ -15,7 +15,7 @@ from typing import Any
 
 from pcache.cache.profiles import Profile
 from pcache.prompt.render import render
-from pcache.prompt.rendered import RenderedPrompt
+from pcache.prompt.rendered import RenderedPrompt, Span
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_OPENAI, Request
 from pcache.prompt.tokenizer import Renderer, RenderOptions
 
@@ -44,6 +44,9 @@ class RequestContext:
         self.session = session
         self.identity = identity_of(request)
         self._rendered: RenderedPrompt | None = None
+        self._text: tuple[str, list[Span]] | None = None
+        self._token_ids: list[int] | None = None
+        self._segments: Any = None
         self._history_keys: list[tuple] | None = None
         self._slots: list[tuple[tuple, str, str]] | None = None
         self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
@@ -78,9 +81,37 @@ class RequestContext:
         return {slot: (path, text) for slot, path, text in self.prefix_slots}
 
     @property
+    def token_ids(self) -> list[int]:
+        """The rendered prompt's token ids (character offsets are computed only if needed)."""
+        if self._rendered is not None:
+            return self._rendered.token_ids
+        if self._token_ids is None:
+            renderer = self.settings.renderer
+            if not self.is_chat or not hasattr(renderer, "encode_segments"):
+                return self.rendered.token_ids
+            self._text = renderer.render_text(self.request, self.settings.options())
+            self._token_ids, self._segments = renderer.encode_segments(self._text[0])
+        return self._token_ids
+
+    @property
     def rendered(self) -> RenderedPrompt:
         if self._rendered is None:
-            self._rendered = render(self.request, self.settings.renderer, self.settings.options())
+            renderer = self.settings.renderer
+            if self._token_ids is not None and self._text is not None:
+                text, spans = self._text
+                starts = renderer.starts(text, self._segments)
+                self._rendered = RenderedPrompt(
+                    self.request,
+                    text,
+                    self._token_ids,
+                    starts,
+                    spans,
+                    renderer.name,
+                    renderer.template_digest,
+                )
+            else:
+                self._rendered = render(self.request, renderer, self.settings.options())
+            self._text = self._token_ids = self._segments = None
         return self._rendered
 
     def render_messages(self, count: int, add_generation_prompt: bool = False) -> list[int]:
@@ -89,14 +120,19 @@ class RequestContext:
         if key not in self._prefix_tokens:
             truncated = dataclasses.replace(self.request, messages=self.request.messages[:count])
             options = self.settings.options(add_generation_prompt)
-            self._prefix_tokens[key] = render(truncated, self.settings.renderer, options).token_ids
+            renderer = self.settings.renderer
+            if hasattr(renderer, "encode_segments"):
+                text, _ = renderer.render_text(truncated, options)
+                self._prefix_tokens[key] = renderer.encode(text)
+            else:
+                self._prefix_tokens[key] = render(truncated, renderer, options).token_ids
         return self._prefix_tokens[key]
 
     def tokens_before_message(self, index: int) -> int:
         """Tokens of the full render shared with a render that stops before message `index`."""
         if not self.is_chat:
             return 0
-        return common_prefix(self.render_messages(index), self.rendered.token_ids)
+        return common_prefix(self.render_messages(index), self.token_ids)
 
     @property
     def last_user_index(self) -> int:
@@ -149,8 +185,10 @@ class RequestContext:
         return None
 
     def release(self) -> None:
-        """Drop what later requests of the session do not need."""
+        """Drop renders; they are recomputed if a later request of the session needs them."""
         self._prefix_tokens.clear()
+        self._rendered = None
+        self._text = self._token_ids = self._segments = None
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

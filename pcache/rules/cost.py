@@ -88,10 +88,10 @@ def expected_shared(context: LintContext) -> int:
     current = context.current
     if not current.is_chat:
         return 0
-    num_tokens = len(current.rendered.token_ids)
+    num_tokens = len(current.token_ids)
     if context.previous is None:
         return current.tokens_before_message(current.first_turn_index)
-    expected = min(len(context.previous.rendered.token_ids), num_tokens)
+    expected = min(len(context.previous.token_ids), num_tokens)
     if context.settings.profile.granularity in ("block", "token"):
         with_reply = min(len(context.previous.messages) + 1, len(current.messages))
         expected = max(expected, current.tokens_before_message(with_reply))

@@ -68,7 +68,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         return  # same values, other bytes (PC202)
     if exact(old_raw.get("tools")) != exact(new_raw.get("tools")):
         return
-    old_tokens, new_tokens = previous.rendered.token_ids, current.rendered.token_ids
+    old_tokens, new_tokens = previous.token_ids, current.token_ids
     position = common_prefix(old_tokens, new_tokens)
     if position == len(old_tokens):
         return

@@ -59,7 +59,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     floor = minimum(ctx)
     if shared >= floor:
         return
-    key = ("PC501", tuple(current.rendered.token_ids[:shared]))
+    key = ("PC501", tuple(current.token_ids[:shared]))
     if not ctx.app.once(key):
         return
     yield Violation(

@@ -64,7 +64,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     wasted = shared % size
     if shared < size or wasted == 0:
         return
-    key = ("PC510", tuple(current.rendered.token_ids[:shared]))
+    key = ("PC510", tuple(current.token_ids[:shared]))
     if ctx.app.once(key) or not ctx.app.once((*key, "reported")):
         return  # report when a second session shares the prefix, and only then
     yield Violation(

@@ -221,7 +221,7 @@ class _Run:
         previous: RequestContext | None = assignment.previous
         is_head = previous is None
         started = time.perf_counter()
-        token_ids = current.rendered.token_ids
+        token_ids = current.token_ids
         self.seconds["render"] += time.perf_counter() - started
         self._remember_rendered(current)
 

@@ -119,3 +119,28 @@ def test_append_only_sessions_are_never_reported(messages, with_ids):
     report = lint_values(requests, LintOptions(tokenizer="o200k_base", profile="sglang"))
     assert not report.diagnostics, [(d.code, d.message) for d in report.diagnostics]
     assert report.summary.sessions == 1
+
+
+CONTENT = st.lists(
+    PIECES | st.sampled_from(["<|start|>", "<|end|>", "<|message|>", "<|call|>"]), max_size=12
+).map("".join)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contents=st.lists(CONTENT, min_size=2, max_size=6))
+def test_segment_cache_is_exact_for_the_gpt_oss_renderer(contents):
+    from pcache.prompt.request import request_from_document
+    from pcache.prompt.tokenizer import RenderOptions
+
+    harmony = resolve_renderer("gpt-oss")
+    cached = SegmentCachedRenderer(harmony, max_cached_tokens=256)
+    roles = ["system", "user", "assistant"]
+    messages = [{"role": roles[min(i, 1 + i % 2)], "content": c} for i, c in enumerate(contents)]
+    for end in (len(messages), len(messages) - 1, len(messages)):
+        request = request_from_document({"messages": messages[:end]}, "x")
+        text, _ = cached.render_text(request, RenderOptions())
+        expected = harmony.encode_with_starts(text)
+        ids, segments = cached.encode_segments(text)
+        assert segments is not None
+        assert (ids, cached.starts(text, segments)) == expected
+    cached.check_integrity()
