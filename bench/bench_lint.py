@@ -72,7 +72,7 @@ def sentence(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
 
 
-def system_prompt(rng: random.Random, target_words: int = 1150) -> str:
+def system_prompt(rng: random.Random, target_words: int = 1370) -> str:
     parts, count = [], 0
     while count < target_words:
         words = rng.randint(8, 20)
@@ -109,7 +109,7 @@ def generate(path: Path, num_requests: int, seed: int = 7) -> None:
             session += 1
             turns = rng.randint(4, 16)
             messages = [{"role": "system", "content": system}]
-            budget = 500  # tokens of conversation on top of the ~1,500 shared ones
+            budget = 1000  # conversation tokens at the last turn, on top of ~1,500 shared ones
             per_turn = budget // turns
             for _ in range(turns):
                 if written >= num_requests:
@@ -191,10 +191,11 @@ def main() -> None:
         )
         wall, rss, summary = timed_cli(log, args.tokenizer)
         tokens = summary["prompt_tokens"]
+        fired = {row["code"]: row["count"] for row in summary["rules"]}
         print(
             f"pcache lint ({args.tokenizer}): {wall:.1f}s wall, peak RSS {rss:.0f} MiB,"
             f" {tokens:,} prompt tokens ({tokens / args.requests:,.0f}/request),"
-            f" {tokens / wall / 1e6:.2f} M tokens/s, {len(summary['rules'])} rules fired,"
+            f" {tokens / wall / 1e6:.2f} M tokens/s, fired: {fired},"
             f" cacheable {summary['cacheable_ratio']:.1%}"
         )
         print("in-process stages:", json.dumps(in_process(log, args.tokenizer)))
