@@ -96,7 +96,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     for index in range(min(len(previous.messages), len(request.messages))):
         if request.messages[index]["role"] != "assistant":
             continue
-        if raw_message(previous, index) == raw_message(request, index):
+        if exact(raw_message(previous, index)) == exact(raw_message(request, index)):
             continue
         old_calls = _raw_calls(previous, index)
         new_calls = _raw_calls(request, index)
