@@ -269,6 +269,24 @@ def test_offline_hub_id_fails_at_once(monkeypatch):
     assert time.perf_counter() - started < 2.0
 
 
+def test_hub_id_in_the_local_cache_loads_offline(monkeypatch, tmp_path: Path):
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "models--pcache-test--qwen3" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (snapshot / name).symlink_to(hf_model_dir("qwen3") / name)
+    (tmp_path / "models--pcache-test--qwen3" / "refs").mkdir()
+    (tmp_path / "models--pcache-test--qwen3" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    renderer = load_hf_renderer("pcache-test/qwen3")
+    assert renderer.name.startswith("hf:pcache-test/qwen3@")
+    assert renderer.template_digest == pcache_renderer("qwen3").template_digest
+    request = to_request(CORPUS["tools-one-call"])
+    assert render(request, renderer).token_ids == reference("qwen3", request)
+
+
 def test_unreachable_hub_fails_at_once(monkeypatch, tmp_path: Path):
     from huggingface_hub import constants
 
