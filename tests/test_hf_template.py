@@ -207,6 +207,47 @@ def test_spans_map_back_to_the_users_json_paths():
     assert located["system[0].text"] == CORPUS["anthropic-shape"]["system"][0]["text"]
 
 
+@settings(max_examples=40, deadline=None)
+@given(document=conversations())
+def test_message_text_is_placed_exactly(document: dict):
+    """Even a message like "user" lands on its own text, not on the template's role header."""
+    request = to_request(document)
+    rendered = render(request, pcache_renderer("qwen2.5"))
+    by_path = {span.normalized: span for span in rendered.spans}
+    for index, message in enumerate(request.messages):
+        span = by_path[f"messages[{index}].content"]
+        assert rendered.text[span.start : span.end] == message["content"]
+        assert rendered.text[: span.start].endswith(f"<|im_start|>{message['role']}\n")
+
+
+@pytest.mark.parametrize("content", ["user", "assistant", "im", "\n", "<|im_end|>"])
+def test_words_of_the_template_are_placed_exactly(content: str):
+    document = {"messages": [{"role": "user", "content": content}] * 2}
+    rendered = render(to_request(document), pcache_renderer("qwen2.5"))
+    starts = [span.start for span in rendered.spans]
+    assert len(starts) == 2
+    assert [rendered.text[:start].endswith("<|im_start|>user\n") for start in starts] == [True] * 2
+
+
+def test_templates_that_cut_text_fall_back_to_search(tmp_path: Path):
+    source = "{% for m in messages %}[{{ m.content | trim }}]{% endfor %}"
+    renderer = load_hf_renderer(str(_model_dir(tmp_path, source)))
+    request = to_request({"messages": [{"role": "user", "content": "  padded  "}]})
+    text, spans = renderer.render_text(request, _options("2026-01-01"))
+    assert text == "[padded]"
+    assert [(span.start, span.end, span.path) for span in spans] == [(1, 7, "messages[0].content")]
+
+
+def test_unbalanced_sentinels_are_refused():
+    from pcache.prompt.marked_render import CLOSE, FIRST_ID, OPEN, strip_sentinels
+
+    opened = OPEN + chr(FIRST_ID)
+    assert strip_sentinels(f"a{opened}b{CLOSE}c", ["p"]) == ("abc", [(1, 2, "p")])
+    for broken in (f"{opened}b", f"b{CLOSE}", f"{opened}{opened}b{CLOSE}{CLOSE}"):
+        with pytest.raises(ValueError):
+            strip_sentinels(broken, ["p"])
+
+
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(_text, children, max_size=3),

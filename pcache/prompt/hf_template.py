@@ -84,15 +84,19 @@ class HFTemplateRenderer:
         tools = request.tools or None
         template = self._compiled[self.template_key(tools is not None)]
         variables = {**self.special_tokens, **options.template_kwargs}
-        try:
+
+        def render_messages(messages: list[dict[str, Any]]) -> str:
             with pinned_date(options.date):
-                text = template.render(
-                    messages=template_messages(request.messages),
+                return template.render(
+                    messages=template_messages(messages),
                     tools=tools,
                     documents=None,
                     add_generation_prompt=options.add_generation_prompt,
                     **variables,
                 )
+
+        try:
+            text = render_messages(request.messages)
         except TemplateRaised as error:
             raise TokenizerError(
                 f"{request.label}: the {self.label} chat template refused the request:"
@@ -103,7 +107,7 @@ class HFTemplateRenderer:
                 f"{request.label}: the {self.label} chat template failed:"
                 f" {type(error).__name__}: {_one_line(error)}"
             ) from None
-        return text, locate_spans(text, request)
+        return text, locate_spans(text, request, render_messages)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
