@@ -414,6 +414,8 @@ def test_template_calls_clock(tmp_path: Path):
     assert template_calls_clock(load_hf_renderer(str(dated)))
     assert not template_calls_clock(pcache_renderer("qwen2.5"))
     assert not template_calls_clock(pcache_renderer("llama3.1"))  # a constant date_string
+    assert template_calls_clock(resolve_renderer("gpt-oss"))  # "Current date:" in harmony
+    assert not template_calls_clock(resolve_renderer("o200k_base"))
 
 
 def test_clock_in_an_untaken_branch_is_not_a_clock(tmp_path: Path):

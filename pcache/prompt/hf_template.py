@@ -25,7 +25,7 @@ from pcache.prompt.hf_files import ModelFiles, locate_model_files
 from pcache.prompt.provenance import locate_spans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request, request_from_document
-from pcache.prompt.tokenizer import RenderOptions
+from pcache.prompt.tokenizer import Renderer, RenderOptions
 
 SPECIAL_TOKEN_NAMES = (
     "bos_token",
@@ -143,9 +143,11 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     return HFTemplateRenderer(files.label, tokenizer, templates, special_tokens, digest)
 
 
-def template_calls_clock(renderer: HFTemplateRenderer, request: Request | None = None) -> bool:
-    """Whether the rendered tokens change with the date (the template reads `strftime_now`)."""
-    if not any("strftime_now" in source for source in renderer.templates.values()):
+def template_calls_clock(renderer: Renderer, request: Request | None = None) -> bool:
+    """Whether the rendered tokens change with the date: renders `request` (or a small probe)
+    at two pinned dates. A Hugging Face template that never names `strftime_now` is skipped."""
+    templates = getattr(renderer, "templates", None)
+    if isinstance(templates, dict) and not any("strftime_now" in t for t in templates.values()):
         return False
     probe = request or request_from_document(
         {"messages": [{"role": "system", "content": "Hi."}, {"role": "user", "content": "Hi."}]},
