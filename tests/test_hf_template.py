@@ -406,6 +406,23 @@ def test_a_file_is_not_a_model_dir(cli, tmp_path: Path):
     assert "must be a directory" in result.stderr
 
 
+def test_named_templates_and_special_tokens_from_the_config(tmp_path: Path):
+    config = {
+        "chat_template": [
+            {"name": "default", "template": "D {{ eos_token }} {{ messages[0].content }}"},
+            {"name": "tool_use", "template": "T {{ bos_token }} {{ tools | length }}"},
+        ],
+        "eos_token": {"content": "</s>", "__type": "AddedToken"},
+    }
+    directory = _model_dir(tmp_path, None, json.dumps(config))
+    (directory / "special_tokens_map.json").write_text(json.dumps({"bos_token": "<s>"}))
+    renderer = load_hf_renderer(str(directory))
+    plain = to_request(CORPUS["single-user"])
+    with_tools = to_request(CORPUS["tools-varied-schemas"])
+    assert renderer.render_text(plain, _options("2026-01-01"))[0] == "D </s> Hello there!"
+    assert renderer.render_text(with_tools, _options("2026-01-01"))[0] == "T <s> 4"
+
+
 # --- clock ---------------------------------------------------------------------------------------
 
 
