@@ -75,6 +75,8 @@ class HarmonyRenderer(TiktokenEncoder):
         for piece, path in pieces:
             if path is None and piece in self._special_ids:
                 markers.append((offset, offset + len(piece)))
+            else:
+                assert path is not None or "<|" not in piece, f"marker inside {piece!r}"
             offset += len(piece)
         self._layouts[text] = markers
         self._layouts.move_to_end(text)

@@ -24,13 +24,13 @@ from typing import Any
 
 Piece = tuple[str, str | None]
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLAIN_KEY = re.compile(r"^[^.\[\]\"]+$")
 _SCALAR_TYPES = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean"}
 
 
 def key_path(base: str, key: str) -> str:
-    """`base.key`, or `base["key"]` when the key is not a plain identifier."""
-    if _IDENTIFIER.match(key):
+    """`base.key`, or `base["key"]` when the key holds `.`, `[`, `]` or `"`."""
+    if _PLAIN_KEY.match(key):
         return f"{base}.{key}"
     return f"{base}[{json.dumps(key, ensure_ascii=False)}]"
 
