@@ -104,7 +104,12 @@ def developer_pieces(
             name = function.get("name") if isinstance(function.get("name"), str) else ""
             description = function.get("description")
             description = description if isinstance(description, str) else ""
-            pieces += tool_pieces(name, description, function.get("parameters"), path)
+            try:
+                pieces += tool_pieces(name, description, function.get("parameters"), path)
+            except RecursionError:
+                where = request.source_path(f"{path}.parameters")
+                message = f"{where}: the schema nests too deeply to render"
+                raise InputError(request.source, message, request.line) from None
         pieces.append(("} // namespace functions", None))
     pieces.append(("<|end|>", None))
     return pieces
