@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pcache.prompt.harmony import HarmonyRenderer
 from pcache.prompt.render import render, resolve_renderer
@@ -325,3 +327,10 @@ def test_a_schema_nested_too_deeply_is_one_clear_error(cli, tmp_path: Path) -> N
     assert result.exit_code == 2, result.output
     reason = "tools[0].function.parameters: the schema nests too deeply to render"
     assert result.stderr.strip() == f"pcache: error: {path}: {reason}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from("ab é東\n🙂дx\u0301<|end|>"), max_size=80))
+def test_token_starts_agree_with_tiktoken(renderer: HarmonyRenderer, text: str) -> None:
+    token_ids, starts = renderer.encode_with_starts(text)
+    assert starts == renderer.encoding.decode_with_offsets(token_ids)[1]

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from itertools import accumulate
+from operator import itemgetter, methodcaller
 
 from pcache.prompt.harmony_messages import SPECIAL_MARKERS, conversation_pieces
 from pcache.prompt.harmony_schema import Piece
@@ -34,6 +36,8 @@ from pcache.prompt.tokenizer import RenderOptions
 LAYOUT_VERSION = "pcache-harmony-gpt-oss-v1"
 """Bump when the rendered layout changes: it is bound into pcache's hash namespace."""
 _REMEMBERED_LAYOUTS = 8
+_without_continuation_bytes = methodcaller("translate", None, bytes(range(0x80, 0xC0)))
+_IS_CONTINUATION = bytes(1 if 0x80 <= byte < 0xC0 else 0 for byte in range(256))
 
 
 class HarmonyRenderer(TiktokenEncoder):
@@ -93,3 +97,25 @@ class HarmonyRenderer(TiktokenEncoder):
         if position < len(text):
             token_ids += self.encoding.encode_ordinary(text[position:])
         return token_ids
+
+    def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
+        token_ids = self.encode(text)
+        token_bytes = self.encoding.decode_tokens_bytes(token_ids)
+        assert b"".join(token_bytes) == text.encode(), "tokens do not spell the text"
+        return token_ids, token_starts(token_bytes, text.isascii())
+
+
+def token_starts(token_bytes: list[bytes], is_ascii: bool) -> list[int]:
+    """Each token's first character; a token that begins inside a character points at it."""
+    if not token_bytes:
+        return []
+    if is_ascii:
+        return [0, *accumulate(map(len, token_bytes[:-1]))]
+    characters = map(len, map(_without_continuation_bytes, token_bytes[:-1]))
+    starts = [0, *accumulate(characters)]
+    first_bytes = bytes(map(itemgetter(0), token_bytes)).translate(_IS_CONTINUATION)
+    index = first_bytes.find(1)
+    while index >= 0:
+        starts[index] = max(0, starts[index] - 1)
+        index = first_bytes.find(1, index + 1)
+    return starts
