@@ -31,15 +31,12 @@ def conversation_pieces(request: Request, options: RenderOptions) -> list[Piece]
     """The whole prompt as (text, normalized JSON path or None) pieces."""
     tools = function_tools(request)
     messages = request.messages
-    instructions = None
-    if messages and messages[0]["role"] in ("system", "developer"):
-        instructions, messages = 0, messages[1:]
+    has_instructions = bool(messages) and messages[0]["role"] in ("system", "developer")
     pieces = system_pieces(request, options, has_tools=bool(tools))
-    pieces += developer_pieces(request, instructions, tools)
-    offset = len(request.messages) - len(messages)
-    last_final = _last_final_index(request.messages)
+    pieces += developer_pieces(request, 0 if has_instructions else None, tools)
+    last_final = _last_final_index(messages)
     call_names: dict[str, tuple[str, str]] = {}
-    for index in range(offset, len(request.messages)):
+    for index in range(1 if has_instructions else 0, len(messages)):
         pieces += message_pieces(request, index, index > last_final, call_names)
     if options.add_generation_prompt:
         pieces += [("<|start|>", None), ("assistant", None)]
