@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pcache.prompt.harmony import HarmonyRenderer
 from pcache.prompt.render import render, resolve_renderer
 from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import request_from_document
 from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
-from tests.harmony_corpus import reference_token_ids
+from tests.harmony_corpus import generate, reference_token_ids
 
 WEATHER_TOOL = {
     "type": "function",
@@ -270,3 +273,64 @@ def test_unsupported_reasoning_effort_is_one_clear_error(cli, tmp_path: Path) ->
     assert result.stderr.strip().count("\n") == 0
     assert "effort.json" in result.stderr and "reasoning_effort" in result.stderr
     assert "Traceback" not in result.output
+
+
+_SEGMENT = re.compile(r'\.([^.\[\]"]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def resolve(document: Any, path: str) -> tuple[Any, str | int]:
+    """The value at a provenance path (`a.b[0]["c d"]`) and the last key on the way."""
+    value, key = document, ""
+    for match in _SEGMENT.finditer("." + path):
+        name, index, quoted = match.groups()
+        key = name if name is not None else int(index) if index is not None else json.loads(quoted)
+        value = value.get(key) if isinstance(value, dict) else value[key]
+    assert _SEGMENT.sub("", "." + path) == "", path
+    return value, key
+
+
+@pytest.mark.parametrize("seed", range(0, 64, 3))
+def test_every_span_holds_text_of_the_json_value_it_names(seed: int) -> None:
+    body = generate(seed)
+    rendered = rendered_of(body)
+    assert rendered.spans
+    for span in rendered.spans:
+        text, path = rendered.text[span.start : span.end], span.path
+        value, key = resolve(body, path)
+        parent = path.rsplit(".", 1)[0] if isinstance(key, str) else path.rsplit("[", 1)[0]
+        if parent.endswith(".properties"):
+            assert text in (key, "any"), (span, text)  # the name, or `any` for a free schema
+        elif parent.endswith(".enum"):
+            assert text == f'"{value}"', (span, text)
+        elif key == "required":
+            assert text == "?", (span, text)
+        elif key == "default":
+            assert text.strip('"') == (value if isinstance(value, str) else text), (span, text)
+        elif key == "type" or parent.endswith(".type"):
+            assert text in ("string", "number", "boolean", "null", "[]", "Array<any>"), text
+        elif key == "nullable":
+            assert text == " | null", (span, text)
+        elif isinstance(value, str):
+            assert text in value, (span, text)
+        elif key == "content":
+            assert text == "\n".join(part["text"] for part in value), (span, text)
+        else:
+            assert text == "any", (span, text)
+
+
+def test_a_schema_nested_too_deeply_is_one_clear_error(cli, tmp_path: Path) -> None:
+    depth = 450  # within the JSON reader's nesting limit, beyond what rendering recurses into
+    schema = '{"type":"object","properties":{"a":' * depth + '{"type":"string"}' + "}}" * depth
+    tool = '{"type":"function","function":{"name":"f","parameters":' + schema + "}}"
+    path = write(tmp_path, "deep.json", '{"messages":[],"tools":[' + tool + "]}")
+    result = cli("hash", path)
+    assert result.exit_code == 2, result.output
+    reason = "tools[0].function.parameters: the schema nests too deeply to render"
+    assert result.stderr.strip() == f"pcache: error: {path}: {reason}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from("ab é東\n🙂дx\u0301<|end|>"), max_size=80))
+def test_token_starts_agree_with_tiktoken(renderer: HarmonyRenderer, text: str) -> None:
+    token_ids, starts = renderer.encode_with_starts(text)
+    assert starts == renderer.encoding.decode_with_offsets(token_ids)[1]

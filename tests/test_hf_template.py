@@ -207,6 +207,47 @@ def test_spans_map_back_to_the_users_json_paths():
     assert located["system[0].text"] == CORPUS["anthropic-shape"]["system"][0]["text"]
 
 
+@settings(max_examples=40, deadline=None)
+@given(document=conversations())
+def test_message_text_is_placed_exactly(document: dict):
+    """Even a message like "user" lands on its own text, not on the template's role header."""
+    request = to_request(document)
+    rendered = render(request, pcache_renderer("qwen2.5"))
+    by_path = {span.normalized: span for span in rendered.spans}
+    for index, message in enumerate(request.messages):
+        span = by_path[f"messages[{index}].content"]
+        assert rendered.text[span.start : span.end] == message["content"]
+        assert rendered.text[: span.start].endswith(f"<|im_start|>{message['role']}\n")
+
+
+@pytest.mark.parametrize("content", ["user", "assistant", "im", "\n", "<|im_end|>"])
+def test_words_of_the_template_are_placed_exactly(content: str):
+    document = {"messages": [{"role": "user", "content": content}] * 2}
+    rendered = render(to_request(document), pcache_renderer("qwen2.5"))
+    starts = [span.start for span in rendered.spans]
+    assert len(starts) == 2
+    assert [rendered.text[:start].endswith("<|im_start|>user\n") for start in starts] == [True] * 2
+
+
+def test_templates_that_cut_text_fall_back_to_search(tmp_path: Path):
+    source = "{% for m in messages %}[{{ m.content | trim }}]{% endfor %}"
+    renderer = load_hf_renderer(str(_model_dir(tmp_path, source)))
+    request = to_request({"messages": [{"role": "user", "content": "  padded  "}]})
+    text, spans = renderer.render_text(request, _options("2026-01-01"))
+    assert text == "[padded]"
+    assert [(span.start, span.end, span.path) for span in spans] == [(1, 7, "messages[0].content")]
+
+
+def test_unbalanced_sentinels_are_refused():
+    from pcache.prompt.marked_render import CLOSE, FIRST_ID, OPEN, strip_sentinels
+
+    opened = OPEN + chr(FIRST_ID)
+    assert strip_sentinels(f"a{opened}b{CLOSE}c", ["p"]) == ("abc", [(1, 2, "p")])
+    for broken in (f"{opened}b", f"b{CLOSE}", f"{opened}{opened}b{CLOSE}{CLOSE}"):
+        with pytest.raises(ValueError):
+            strip_sentinels(broken, ["p"])
+
+
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(_text, children, max_size=3),
@@ -267,6 +308,24 @@ def test_offline_hub_id_fails_at_once(monkeypatch):
     with pytest.raises(TokenizerError, match="not in the local Hugging Face"):
         load_hf_renderer("pcache-test-org/no-such-model")
     assert time.perf_counter() - started < 2.0
+
+
+def test_hub_id_in_the_local_cache_loads_offline(monkeypatch, tmp_path: Path):
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "models--pcache-test--qwen3" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (snapshot / name).symlink_to(hf_model_dir("qwen3") / name)
+    (tmp_path / "models--pcache-test--qwen3" / "refs").mkdir()
+    (tmp_path / "models--pcache-test--qwen3" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    renderer = load_hf_renderer("pcache-test/qwen3")
+    assert renderer.name.startswith("hf:pcache-test/qwen3@")
+    assert renderer.template_digest == pcache_renderer("qwen3").template_digest
+    request = to_request(CORPUS["tools-one-call"])
+    assert render(request, renderer).token_ids == reference("qwen3", request)
 
 
 def test_unreachable_hub_fails_at_once(monkeypatch, tmp_path: Path):
@@ -347,6 +406,23 @@ def test_a_file_is_not_a_model_dir(cli, tmp_path: Path):
     assert "must be a directory" in result.stderr
 
 
+def test_named_templates_and_special_tokens_from_the_config(tmp_path: Path):
+    config = {
+        "chat_template": [
+            {"name": "default", "template": "D {{ eos_token }} {{ messages[0].content }}"},
+            {"name": "tool_use", "template": "T {{ bos_token }} {{ tools | length }}"},
+        ],
+        "eos_token": {"content": "</s>", "__type": "AddedToken"},
+    }
+    directory = _model_dir(tmp_path, None, json.dumps(config))
+    (directory / "special_tokens_map.json").write_text(json.dumps({"bos_token": "<s>"}))
+    renderer = load_hf_renderer(str(directory))
+    plain = to_request(CORPUS["single-user"])
+    with_tools = to_request(CORPUS["tools-varied-schemas"])
+    assert renderer.render_text(plain, _options("2026-01-01"))[0] == "D </s> Hello there!"
+    assert renderer.render_text(with_tools, _options("2026-01-01"))[0] == "T <s> 4"
+
+
 # --- clock ---------------------------------------------------------------------------------------
 
 
@@ -355,6 +431,8 @@ def test_template_calls_clock(tmp_path: Path):
     assert template_calls_clock(load_hf_renderer(str(dated)))
     assert not template_calls_clock(pcache_renderer("qwen2.5"))
     assert not template_calls_clock(pcache_renderer("llama3.1"))  # a constant date_string
+    assert template_calls_clock(resolve_renderer("gpt-oss"))  # "Current date:" in harmony
+    assert not template_calls_clock(resolve_renderer("o200k_base"))
 
 
 def test_clock_in_an_untaken_branch_is_not_a_clock(tmp_path: Path):

@@ -25,7 +25,7 @@ from pcache.prompt.hf_files import ModelFiles, locate_model_files
 from pcache.prompt.provenance import locate_spans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request, request_from_document
-from pcache.prompt.tokenizer import RenderOptions
+from pcache.prompt.tokenizer import Renderer, RenderOptions
 
 SPECIAL_TOKEN_NAMES = (
     "bos_token",
@@ -84,15 +84,19 @@ class HFTemplateRenderer:
         tools = request.tools or None
         template = self._compiled[self.template_key(tools is not None)]
         variables = {**self.special_tokens, **options.template_kwargs}
-        try:
+
+        def render_messages(messages: list[dict[str, Any]]) -> str:
             with pinned_date(options.date):
-                text = template.render(
-                    messages=template_messages(request.messages),
+                return template.render(
+                    messages=template_messages(messages),
                     tools=tools,
                     documents=None,
                     add_generation_prompt=options.add_generation_prompt,
                     **variables,
                 )
+
+        try:
+            text = render_messages(request.messages)
         except TemplateRaised as error:
             raise TokenizerError(
                 f"{request.label}: the {self.label} chat template refused the request:"
@@ -103,7 +107,7 @@ class HFTemplateRenderer:
                 f"{request.label}: the {self.label} chat template failed:"
                 f" {type(error).__name__}: {_one_line(error)}"
             ) from None
-        return text, locate_spans(text, request)
+        return text, locate_spans(text, request, render_messages)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -139,9 +143,11 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     return HFTemplateRenderer(files.label, tokenizer, templates, special_tokens, digest)
 
 
-def template_calls_clock(renderer: HFTemplateRenderer, request: Request | None = None) -> bool:
-    """Whether the rendered tokens change with the date (the template reads `strftime_now`)."""
-    if not any("strftime_now" in source for source in renderer.templates.values()):
+def template_calls_clock(renderer: Renderer, request: Request | None = None) -> bool:
+    """Whether the rendered tokens change with the date: renders `request` (or a small probe)
+    at two pinned dates. A Hugging Face template that never names `strftime_now` is skipped."""
+    templates = getattr(renderer, "templates", None)
+    if isinstance(templates, dict) and not any("strftime_now" in t for t in templates.values()):
         return False
     probe = request or request_from_document(
         {"messages": [{"role": "system", "content": "Hi."}, {"role": "user", "content": "Hi."}]},

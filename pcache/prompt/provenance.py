@@ -1,14 +1,16 @@
 """Provenance for text rendered by an opaque chat template: find the request's strings in it.
 
 A Jinja template is a program, so pcache cannot know which output character came from which
-input. Instead it locates the request's values in the rendered text:
+input. Message text is placed exactly when the template copies it verbatim (`marked_render`);
+everything else is located by searching the rendered text:
 
 1. tools first: each tool as the template would dump it (`tojson`, compact or indented, the whole
    tool, its `function` or its `parameters`), tiled so every JSON key and value maps to its own
    path (`tools[1].function.parameters.properties.city`); a tool not found whole falls back to
    its leaf strings;
-2. then messages in order, each searched after the previous one: content (also trimmed),
-   reasoning, tool-call names and arguments (dumped like tools).
+2. then messages in order, each searched after the previous one: content (also trimmed) and
+   reasoning when they were not placed exactly, tool-call names and arguments (dumped like
+   tools).
 
 Matches never overlap, so the spans come out sorted and disjoint. Characters left unclaimed were
 written by the template. A very short string may be credited to template text that precedes it.
@@ -18,10 +20,11 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pcache.prompt.chat_jinja import REASONING_KEYS
+from pcache.prompt.marked_render import exact_message_ranges
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
 
@@ -189,15 +192,36 @@ def _message_fields(message: dict[str, Any], path: str) -> Iterator[tuple[Any, s
             yield function["arguments"], f"{prefix}.arguments"
 
 
-def locate_spans(text: str, request: Request) -> list[Span]:
-    """Sorted, disjoint spans of `text` mapped to the request's JSON paths."""
+def locate_spans(
+    text: str,
+    request: Request,
+    render_messages: Callable[[list[dict[str, Any]]], str] | None = None,
+) -> list[Span]:
+    """Sorted, disjoint spans of `text` mapped to the request's JSON paths.
+
+    With `render_messages` (the template applied to other messages, same tools and options),
+    message text is first placed exactly by a fenced re-render (`marked_render`).
+    """
     claims = _Claims(text)
+    exact_ends: dict[str, int] = {}
+    fenced: set[str] = set()
+    exact = None
+    if render_messages is not None:
+        exact = exact_message_ranges(text, request.messages, render_messages)
+    if exact is not None:
+        ranges, fenced = exact
+        for start, end, path in ranges:
+            claims.claim(start, [(text[start:end], path)])
+            exact_ends[path] = max(exact_ends.get(path, 0), end)
     for index, tool in enumerate(request.tools):
         _locate_tool(tool, f"tools[{index}]", claims)
     cursor = 0
     for index, message in enumerate(request.messages):
         message_end = cursor
         for value, path in _message_fields(message, f"messages[{index}]"):
+            if path in fenced:  # placed exactly, or not rendered verbatim at all
+                message_end = max(message_end, exact_ends.get(path, 0))
+                continue
             end = _locate(value, path, claims, cursor, False)
             message_end = max(message_end, end or 0)
         cursor = message_end
