@@ -83,7 +83,10 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     name = current.settings.renderer.name
     dated = ctx.app.cache.get(("PC102", name), False)
     if dated is False:
-        dated = ctx.app.cache[("PC102", name)] = _clock_position(ctx) is not None
+        from pcache.prompt.hf_template import template_calls_clock
+
+        renderer = getattr(current.settings.renderer, "inner", current.settings.renderer)
+        dated = ctx.app.cache[("PC102", name)] = template_calls_clock(renderer, current.request)
     if not dated:
         return
     day = _day(current.request.timestamp)
