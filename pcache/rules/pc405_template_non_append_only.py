@@ -1,7 +1,9 @@
 r"""## What it does
 For two consecutive requests of a session whose messages are append-only, checks at token level
-that the earlier prompt (rendered with its generation prompt, which its reply continued) is a
-token prefix of the later one. Reports the first divergent token and the template text there.
+that (1) the earlier prompt, rendered with the generation prompt its reply continued, and (2)
+the reply itself, rendered as the newest turn (as it was generated), are token prefixes of the
+later request. Reports the first divergent token and the template text or message there, when
+the divergence loses tokens the chosen cache would have reused.
 
 ## Why is this bad?
 Some chat templates render a turn differently once it is history: Qwen3 writes an empty
@@ -37,8 +39,11 @@ generation prompt ends at a special token)
 
 from __future__ import annotations
 
+import dataclasses
+from bisect import bisect_left
 from collections.abc import Iterator
 
+from pcache.prompt.render import render
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext, common_prefix
 from pcache.rules.cost import expected_shared, reusable
@@ -52,6 +57,51 @@ RULE = Rule(
 )
 
 
+def _lost(ctx: LintContext, position: int, reusable_end: int) -> int:
+    """Tokens this cache would have reused up to `reusable_end` but loses from `position` on."""
+    settings = ctx.settings
+    size, total = settings.block_size, len(ctx.current.token_ids)
+    end = min(max(reusable_end, expected_shared(ctx)), total)
+    kept = reusable(settings.profile, position, total, size)
+    return max(0, reusable(settings.profile, end, total, size) - kept)
+
+
+def _prompt_divergence(ctx: LintContext):
+    """The previous prompt, generation prompt included, must prefix the next request."""
+    old_tokens, new_tokens = ctx.previous.token_ids, ctx.current.token_ids
+    position = common_prefix(old_tokens, new_tokens)
+    lost = _lost(ctx, position, len(old_tokens))
+    if position == len(old_tokens) or not lost:
+        return None
+    turn = len(ctx.previous.request.messages)
+    return position, lost, ctx.previous.rendered, f"turn {turn} rendered with its generation prompt"
+
+
+def _reply_divergence(ctx: LintContext):
+    """The reply, rendered as the newest turn (as generated), must prefix the next request."""
+    current = ctx.current
+    index = len(ctx.previous.request.messages)
+    if current.request.messages[index]["role"] != "assistant":
+        return None
+    truncated = dataclasses.replace(current.request, messages=current.request.messages[: index + 1])
+    options = current.settings.options(add_generation_prompt=False)
+    as_generated = render(truncated, current.settings.renderer, options)
+    reply_path = current.request.source_path(f"messages[{index}]")
+    ends = [
+        span.end
+        for span in as_generated.spans
+        if span.path == reply_path or span.path.startswith((reply_path + ".", reply_path + "["))
+    ]
+    if not ends:
+        return None
+    reply_end = bisect_left(as_generated.token_starts, max(ends))
+    position = common_prefix(as_generated.token_ids, current.token_ids)
+    lost = _lost(ctx, position, reply_end)
+    if position >= reply_end or not lost:
+        return None
+    return position, lost, as_generated, f"the reply of turn {index}, rendered as generated,"
+
+
 def check(ctx: LintContext) -> Iterator[Violation]:
     if ctx.previous is None or not ctx.current.is_chat:
         return
@@ -62,32 +112,25 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     if new_messages[: len(old_messages)] != old_messages:
         return  # the messages themselves changed: PC401 and friends
     old_raw, new_raw = previous.request.raw, current.request.raw
-    if exact(old_raw.get("messages", [])) != exact(
-        new_raw.get("messages", [])[: len(old_messages)]
-    ):
+    old_list, new_list = old_raw.get("messages") or [], new_raw.get("messages") or []
+    if exact(old_list) != exact(new_list[: len(old_list)]):
         return  # same values, other bytes (PC202)
     if exact(old_raw.get("tools")) != exact(new_raw.get("tools")):
         return
-    old_tokens, new_tokens = previous.token_ids, current.token_ids
-    position = common_prefix(old_tokens, new_tokens)
-    if position == len(old_tokens):
+    found = _prompt_divergence(ctx) or _reply_divergence(ctx)
+    if found is None:
         return
-    settings = ctx.settings
-    size, total = settings.block_size, len(new_tokens)
-    if reusable(settings.profile, position, total, size) >= reusable(
-        settings.profile, expected_shared(ctx), total, size
-    ):
-        return  # the divergence falls where this cache reuses nothing anyway
+    position, lost, reference, what = found
     from pcache.diff import explain
 
-    _, cause = explain(previous.rendered, current.rendered, position)
+    _, cause = explain(reference, current.rendered, position)
     where = cause.b_path
     origin = f"content of {where}" if where else "template text"
     yield Violation(
-        f"turn {len(old_messages)} rendered with its generation prompt is not a token prefix of"
-        f" the next request: first divergent token {position} of {len(old_tokens)}"
+        f"{what} is not a token prefix of the next request: first divergent token {position}"
         f" ({origin}: {cause.a_excerpt!r} became {cause.b_excerpt!r})",
         where or "",
         token_position=position,
+        tokens_reprefilled=lost,
         fix_title="use template flags that keep history as generated, or a patched template",
     )

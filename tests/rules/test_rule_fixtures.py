@@ -25,8 +25,13 @@ def _cases():
 
 def lint_case(code: str, settings: dict, case: dict):
     renderer = DatedRenderer() if case.get("renderer") == "dated" else None
+    tokenizer = case.get("tokenizer", settings["tokenizer"])
+    if tokenizer.startswith("hf:"):  # a real Hugging Face model dir built for the tests
+        from tests.fixtures import hf_model_dir
+
+        tokenizer = str(hf_model_dir(tokenizer[3:]))
     options = LintOptions(
-        tokenizer=case.get("tokenizer", settings["tokenizer"]),
+        tokenizer=tokenizer,
         profile=case.get("profile", settings["profile"]),
         selection=Selection((code,)),
         renderer=renderer,
