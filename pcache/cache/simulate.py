@@ -4,8 +4,10 @@ Semantics:
 - `serial` (default): requests in timestamp order; each is admitted (lookup, hits touched,
   new blocks allocated and cached) and frees all its blocks before the next arrives.
 - `timed`: a request keeps its blocks until it finishes. It starts at its arrival, or when
-  enough running requests finished to make room; it runs for its predicted TTFT plus
-  `output_length / decode_tokens_per_s`. Running requests hold blocks and compete for capacity.
+  enough running requests finished to make room (running requests are released in order of
+  their finish time); it runs for its predicted prefill time plus
+  `output_length / decode_tokens_per_s`, and its TTFT includes the wait. Running requests
+  hold blocks and compete for capacity; there is no batching slowdown.
 
 Every admission counts `input_length` query tokens and its cached tokens (token-based, as
 vLLM's `PrefixCacheStats`); a request hits when at least one block came from the cache.
@@ -187,10 +189,11 @@ def simulate(
                 f" {block_size}); raise --cache-blocks / --cache-gb"
             ) from None
         cached = admission.cached_tokens
-        ttft = model.predict(record.input_length, cached)
+        prefill = model.predict(record.input_length, cached)
+        ttft = (start - now) + prefill  # queueing for room in the cache, then prefill
         cold = model.predict(record.input_length, 0)
         if timed:
-            finish = start + ttft + record.output_length * decode_ms_per_token
+            finish = start + prefill + record.output_length * decode_ms_per_token
             heapq.heappush(running, (finish, position, admission))
         else:
             policy.release(admission)
