@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pcache.cache.simulate import SimulationOptions, simulate  # noqa: E402
-from pcache.traces.readers import read_trace  # noqa: E402
+from pcache.cache.simulate import SimulationOptions, simulate
+from pcache.traces.readers import read_trace
 
 
 def reference_lru(records, capacity: int, block_size: int) -> tuple[int, int]:
