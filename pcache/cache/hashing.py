@@ -26,6 +26,7 @@ import pickle
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -101,8 +102,14 @@ def vllm_none_hash_seed(algo: str) -> str:
     if seed is not None:
         return seed
     if algo.startswith("xxhash"):
-        return os.urandom(32).hex()
+        return _process_random_seed()
     return VLLM_DEFAULT_SEED
+
+
+@cache
+def _process_random_seed() -> str:
+    """vLLM draws one random seed per engine process for xxhash without PYTHONHASHSEED."""
+    return os.urandom(32).hex()
 
 
 def vllm_none_hash(algo: str) -> bytes:
@@ -126,37 +133,42 @@ def pcache_initial_hash(namespace: Namespace) -> bytes:
 # -- CBOR token payloads, vectorized -----------------------------------------------------
 
 
+_CBOR_HEAD = np.array([0, 0, 0x18, 0x19, 0, 0x1A], dtype=np.uint8)
+_CBOR_COLUMNS = np.arange(5, dtype=np.uint8)[None, :]
+
+
 def cbor_token_stream(token_ids: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """Canonical CBOR of every token id back to back, and each token's byte offset (+ end)."""
-    values = token_ids.astype(np.uint64, copy=False)
-    widths = np.ones(len(values), dtype=np.int64)
-    widths[values >= 24] = 2
-    widths[values >= 256] = 3
-    widths[values >= 65536] = 5
-    widths[values >= 2**32] = 9
+    """Canonical CBOR of every token id back to back, and each token's byte offset (+ end).
+
+    Each id becomes a 5-byte row (head byte, then the id as 4 big-endian bytes); a mask keeps
+    the head and the last 0, 1, 2 or 4 payload bytes: ids < 24 take 1 byte in all, < 256 2,
+    < 65536 3, else 5. An id below 24 is its own head byte.
+    """
+    if token_ids.size and int(token_ids.max()) >= 2**32:
+        return _cbor_token_stream_wide(token_ids)
+    values = token_ids.astype(np.uint32, copy=False)
+    widths = (values >= 24).view(np.uint8) + (values >= 256).view(np.uint8)
+    widths += (values >= 65536).view(np.uint8) * np.uint8(2)
+    widths += np.uint8(1)
+    rows = np.empty((len(values), 5), dtype=np.uint8)
+    rows[:, 1:] = values.astype(">u4").view(np.uint8).reshape(-1, 4)
+    rows[:, 0] = _CBOR_HEAD[widths]
+    small = widths == 1
+    rows[small, 0] = values[small]
+    keep = (np.uint8(6) - widths)[:, None] <= _CBOR_COLUMNS
+    keep[:, 0] = True
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(widths, out=offsets[1:])
-    buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
-    starts = offsets[:-1]
-    for width, head, num_bytes in (
-        (1, 0, 0),
-        (2, 0x18, 1),
-        (3, 0x19, 2),
-        (5, 0x1A, 4),
-        (9, 0x1B, 8),
-    ):
-        chosen = widths == width
-        if not chosen.any():
-            continue
-        at, value = starts[chosen], values[chosen]
-        if width == 1:
-            buffer[at] = value.astype(np.uint8)
-            continue
-        buffer[at] = head
-        for byte in range(num_bytes):
-            shift = np.uint64(8 * (num_bytes - 1 - byte))
-            buffer[at + 1 + byte] = ((value >> shift) & np.uint64(0xFF)).astype(np.uint8)
-    return buffer.tobytes(), offsets
+    return rows[keep].tobytes(), offsets
+
+
+def _cbor_token_stream_wide(token_ids: np.ndarray) -> tuple[bytes, np.ndarray]:
+    import cbor2
+
+    encoded = [cbor2.dumps(int(value)) for value in token_ids.tolist()]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(item) for item in encoded], out=offsets[1:])
+    return b"".join(encoded), offsets
 
 
 def _cbor_head(major: int, length: int) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 import click
 import typer
 from typer.core import TyperGroup
@@ -22,6 +23,8 @@ class PcacheGroup(TyperGroup):
         except PcacheError as failure:
             error(str(failure))
             ctx.exit(failure.exit_code)
+        except typer.Exit as done:
+            ctx.exit(done.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except KeyboardInterrupt:
@@ -45,7 +48,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -80,4 +83,4 @@ _register()
 def main() -> None:
     """Console entry point."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    app()
+    app(prog_name="pcache")

@@ -59,10 +59,7 @@ class Request:
                 key
             ) > len(best):
                 best = key
-        if not best:
-            mapped = normalized
-        else:
-            mapped = self.origins[best] + normalized[len(best) :]
+        mapped = self.origins[best] + normalized[len(best) :] if best else normalized
         if self.path_prefix:
             return f"{self.path_prefix}.{mapped}" if mapped else self.path_prefix
         return mapped
