@@ -180,7 +180,7 @@ class RadixPolicy:
         except ValueError:
             return None
         self.tree.lock(node)
-        return Admission(cached, cached // self.block_size, node)
+        return Admission(cached, cdiv(cached, self.block_size), node)
 
     def release(self, admission: Admission) -> None:
         if isinstance(admission.handle, RadixNode):
@@ -207,5 +207,5 @@ class ProviderPolicy(RadixPolicy):
         admission.cached_tokens = reusable_tokens(
             self.profile, common, record.input_length, self.block_size, breakpoints
         )
-        admission.hit_blocks = admission.cached_tokens // self.block_size
+        admission.hit_blocks = cdiv(admission.cached_tokens, self.block_size)
         return admission
