@@ -14,6 +14,7 @@ from hypothesis.stateful import (
     consumes,
     invariant,
     rule,
+    run_state_machine_as_test,
 )
 
 from pcache.cache.hashing import HashSettings
@@ -98,14 +99,26 @@ class PoolMachine(RuleBasedStateMachine):
     def integrity(self):
         self.manager.check_integrity()
 
+    @invariant()
+    def count_step(self):
+        PoolMachine.steps += 1
 
-PoolMachine.TestCase.settings = settings(
-    max_examples=100,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestPoolMachine = PoolMachine.TestCase  # 100 x 25 = 2,500 steps
+
+PoolMachine.steps = 0
+
+
+def test_pool_state_machine_runs_2000_steps():
+    PoolMachine.steps = 0
+    run_state_machine_as_test(
+        PoolMachine,
+        settings=settings(
+            max_examples=150,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
+    assert PoolMachine.steps >= 2000, PoolMachine.steps
 
 
 # -- an independent implementation of the same rules -----------------------------------------
@@ -232,3 +245,31 @@ def test_radix_integrity_and_unlimited_agreement(seed, capacity):
         assert admission.cached_tokens == min(best * 512, record.input_length)
         unlimited.release(admission)
         seen.append(record.hash_ids)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    capacity=st.integers(10, 30),
+    policy=st.sampled_from(["vllm", "radix"]),
+)
+def test_timed_replay_keeps_invariants(seed, capacity, policy):
+    """Overlapping requests hold blocks; the cache stays consistent after every admission."""
+    from pcache.cache.simulate import SimulationOptions, simulate
+    from pcache.traces.record import Trace
+
+    rng = random.Random(seed)
+    records = random_hash_trace(rng, 60)
+    for record in records:
+        record.timestamp_ms = float(rng.randrange(0, 3000))
+        record.output_length = rng.randrange(0, 200)
+    records.sort(key=lambda record: record.timestamp_ms)
+    trace = Trace("random", "mooncake", 512, records)
+    options = SimulationOptions(policy=policy, cache_blocks=capacity, concurrency="timed")
+    report = simulate(trace, options, keep_requests=True, check_every=1)
+    assert report.requests == 60 and report.hit_tokens <= report.query_tokens
+    assert report.peak_used_blocks <= capacity
+    starts = [row.start_ms for row in report.per_request]
+    assert all(row.start_ms >= row.timestamp_ms for row in report.per_request)
+    assert all(row.ttft_ms >= row.start_ms - row.timestamp_ms for row in report.per_request)
+    assert len(starts) == 60

@@ -321,3 +321,27 @@ def test_provider_rounding_and_ttl_refresh(cli, tmp_path):
     # refreshed at 500,000 ms
     assert cached == [0, 0, 1024, 1024]
     assert report["hit_tokens"] == 2048
+
+
+def test_bad_trace_files(cli, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x00\x01\x02")
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("[1, 2]\n{\n")
+    for path, message in (
+        (empty, "empty"),
+        (binary, "binary"),
+        (tmp_path, "directory"),
+        (junk, "no valid requests"),
+    ):
+        result = cli("replay", path, "--simulate")
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert "Traceback" not in result.output
+
+
+def test_progress_bar_on_request(cli):
+    result = cli("replay", TRACES / "mooncake_tiny.jsonl", "--simulate", "--progress")
+    assert result.exit_code == 0, result.output
+    assert "token hit rate" in result.stdout

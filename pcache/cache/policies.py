@@ -16,6 +16,7 @@ hold the request now; `release` returns its blocks (their prefixes stay cached).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,7 @@ class VllmPolicy:
         self.pool: BlockPool = self.manager.block_pool
         self.hash_settings = hash_settings
         self.peak_used_blocks = 0  # blocks that ever held KV: ids are handed out in order
+        self.held: dict[int, list] = {}  # block lists of running hash-id requests
         self._next_id = 0
 
     @property
@@ -111,6 +113,7 @@ class VllmPolicy:
         if new_blocks:
             self.peak_used_blocks = max(self.peak_used_blocks, max(b.block_id for b in new_blocks))
         blocks = hits + new_blocks
+        self.held[id(blocks)] = blocks
         pool.cache_full_blocks(blocks, hash_ids, num_hits, len(hash_ids), self.block_size)
         cached = min(num_hits * self.block_size, record.input_length)
         return Admission(cached, num_hits, blocks)
@@ -120,10 +123,17 @@ class VllmPolicy:
         if isinstance(handle, CacheRequest):
             self.manager.free(handle)
         elif handle:
+            del self.held[id(handle)]
             self.pool.free_blocks(reversed(handle))
 
     def check_integrity(self) -> None:
-        self.manager.check_integrity()
+        """The pool's invariants; every reference is held by a request or a block list."""
+        self.pool.check_integrity()
+        references: Counter[int] = Counter()
+        for blocks in (*self.manager.req_to_blocks.values(), *self.held.values()):
+            references.update(block.block_id for block in blocks)
+        for block in self.pool.blocks[1:]:
+            assert block.ref_cnt == references[block.block_id], f"{block} is held elsewhere"
 
 
 class RadixPolicy:

@@ -117,6 +117,8 @@ class RadixCache:
         while node is not None:
             node.lock_ref -= 1
             assert node.lock_ref >= 0
+            if node.lock_ref == 0 and not node.children:  # evictable again
+                heapq.heappush(self._heap, (node.last_access, next(self._tiebreak), node))
             node = node.parent
 
     # -- eviction -----------------------------------------------------------------------------
