@@ -171,6 +171,16 @@ class BlockHashToBlockMap:
             return entry
         return next(iter(entry.values()))
 
+    def leading_hits(self, block_hashes: Sequence[BlockHash]) -> list[KVCacheBlock]:
+        """One block for each leading hash found, stopping at the first miss."""
+        cache, hits = self._cache, []
+        for key in block_hashes:
+            entry = cache.get(key)
+            if entry is None:
+                break
+            hits.append(entry if type(entry) is KVCacheBlock else next(iter(entry.values())))
+        return hits
+
     def insert(self, key: BlockHash, block: KVCacheBlock) -> None:
         cache = self._cache
         entry = cache.setdefault(key, block)
@@ -284,9 +294,16 @@ class BlockPool:
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         blocks = self.free_block_queue.popleft_n(num_blocks)
         caching = self.enable_caching
+        cache = self.cached_block_hash_to_block._cache
         for block in blocks:
-            if caching and block._block_hash is not None:
-                self._maybe_evict_cached_block(block)
+            key = block._block_hash
+            if caching and key is not None:
+                if cache.get(key) is block and not self.enable_kv_cache_events:
+                    del cache[key]  # the common case of _maybe_evict_cached_block
+                    block._block_hash = None
+                    self.num_evicted_blocks += 1
+                else:
+                    self._maybe_evict_cached_block(block)
             assert block.ref_cnt == 0
             block.ref_cnt = 1
         return blocks

@@ -97,13 +97,7 @@ class VllmPolicy:
         if len(hash_ids) > self.capacity_blocks:
             raise CapacityTooSmall(len(hash_ids))
         pool = self.pool
-        get_one_block = pool.cached_block_hash_to_block.get_one_block
-        hits = []
-        for block_hash in hash_ids:
-            block = get_one_block(block_hash)
-            if block is None:
-                break
-            hits.append(block)
+        hits = pool.cached_block_hash_to_block.leading_hits(hash_ids)
         num_hits = len(hits)
         num_free_hits = sum(1 for block in hits if block.ref_cnt == 0)
         if len(hash_ids) - num_hits + num_free_hits > pool.get_num_free_blocks():
