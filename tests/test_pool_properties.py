@@ -166,6 +166,7 @@ class ReferenceLru:
         for index in reversed(range(len(slots))):
             if index < num_cached_blocks:
                 self.lru[slots[index]] = hashes[index]
+                self.lru.move_to_end(slots[index])  # a slot used twice goes where last freed
             else:
                 self.empty_slots += 1
         return len(hits)
