@@ -6,8 +6,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from pcache.cache.capacity import blocks_for_gigabytes, resolve_model
-from pcache.cache.simulate import ReplayReport, SimulationOptions, simulate, sweep_capacities
+from pcache.cache.simulate import (
+    PROVIDER_POLICIES,
+    ReplayReport,
+    SimulationOptions,
+    simulate,
+    sweep_capacities,
+)
 from pcache.cache.ttft import TtftModel
+from pcache.errors import UsageError
 from pcache.pipeline import Settings, validate_date
 from pcache.traces.readers import read_trace
 
@@ -56,6 +63,13 @@ class ReplayResult:
 def run_replay(
     arguments: ReplayArguments, progress: Callable[[int], None] | None = None
 ) -> ReplayResult:
+    if arguments.policy in PROVIDER_POLICIES and (
+        arguments.capacity_sweep or arguments.cache_blocks or arguments.cache_gb
+    ):
+        raise UsageError(
+            f"--policy {arguments.policy} models a hosted cache (TTL, no capacity);"
+            " --cache-blocks, --cache-gb and --capacity-sweep apply to vllm and radix"
+        )
     shape = resolve_model(arguments.model)
     settings = Settings(
         tokenizer=arguments.tokenizer,

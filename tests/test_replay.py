@@ -296,6 +296,7 @@ def test_bad_options(cli):
         (("--simulate", "--concurrency", "async"), "--concurrency"),
         (("--simulate", "--plot", "x.png"), "--capacity-sweep"),
         (("--simulate", "--cache-blocks", "4", "--cache-gb", "1"), "not both"),
+        (("--simulate", "--policy", "openai", "--cache-blocks", "4"), "hosted cache"),
     ):
         result = cli("replay", sample, *args)
         assert result.exit_code == 2 and message in result.output, (args, result.output)
