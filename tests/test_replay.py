@@ -66,6 +66,7 @@ def test_bailian_sample(cli):
 
 def test_request_sample_matches_token_prefixes(cli, tmp_path):
     """Unlimited vLLM hits equal the longest shared full-block prefix (last token recomputed)."""
+    from pcache.cache.ttft import TtftModel
     from pcache.pipeline import Settings, hash_request, iter_requests
 
     path = TRACES / "requests_tiny.jsonl"
@@ -87,7 +88,14 @@ def test_request_sample_matches_token_prefixes(cli, tmp_path):
     assert [row["prompt_tokens"] for row in rows] == [len(p) for p in prompts]
     assert report["hit_tokens"] == sum(expected) > 0
     assert report["observed_cached_tokens"] == 128
-    assert all(row["ttft_ms"] <= row["ttft_uncached_ms"] for row in rows)
+    model = TtftModel()
+    for row in rows:
+        assert row["ttft_ms"] == pytest.approx(
+            model.predict(row["prompt_tokens"], row["cached_tokens"]), abs=1e-3
+        )
+        assert row["ttft_uncached_ms"] == pytest.approx(
+            model.predict(row["prompt_tokens"], 0), abs=1e-3
+        )
 
 
 def test_text_report(cli):
@@ -102,12 +110,15 @@ def test_malformed_lines_skipped_or_strict(cli, tmp_path):
     lines = (TRACES / "mooncake_tiny.jsonl").read_text().splitlines()
     lines.insert(2, '{"timestamp": 5, "input_length": "x", "hash_ids": [1]}')
     lines.insert(4, "{not json")
+    lines.insert(5, '{"timestamp": 5, "input_length": 9, "hash_ids": [1, true]}')
+    lines.insert(6, '{"timestamp": 5, "input_length": 9, "hash_ids": [1.5]}')
     trace.write_text("\n".join(lines) + "\n")
     result = cli("replay", trace, "--simulate", "--format", "json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["skipped_lines"] == 2 and report["requests"] == 5
+    assert report["skipped_lines"] == 4 and report["requests"] == 5
     assert "bad.jsonl:3" in result.stderr and "bad.jsonl:5" in result.stderr
+    assert "bad.jsonl:7: `hash_ids` must be a list of integers" in result.stderr
     strict = cli("replay", trace, "--simulate", "--strict")
     assert strict.exit_code == 2 and "bad.jsonl:3" in strict.output
 

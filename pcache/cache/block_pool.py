@@ -237,6 +237,9 @@ class BlockPool:
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         self.num_evicted_blocks = 0
+        # blocks leave the free queue in id order the first time, so this is also the number
+        # of blocks that ever held KV (the pool's high-water mark)
+        self.max_block_id_used = 0
         self.enable_kv_cache_events = enable_kv_cache_events
         self.kv_event_queue: list[tuple] = []
 
@@ -295,7 +298,10 @@ class BlockPool:
         blocks = self.free_block_queue.popleft_n(num_blocks)
         caching = self.enable_caching
         cache = self.cached_block_hash_to_block._cache
+        peak = self.max_block_id_used
         for block in blocks:
+            if block.block_id > peak:
+                peak = block.block_id
             key = block._block_hash
             if caching and key is not None:
                 if cache.get(key) is block and not self.enable_kv_cache_events:
@@ -306,6 +312,7 @@ class BlockPool:
                     self._maybe_evict_cached_block(block)
             assert block.ref_cnt == 0
             block.ref_cnt = 1
+        self.max_block_id_used = peak
         return blocks
 
     def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:

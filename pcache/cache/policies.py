@@ -57,13 +57,16 @@ class VllmPolicy:
         self.manager = KVCacheManager(num_blocks + 1, block_size, max_model_len=2**62)
         self.pool: BlockPool = self.manager.block_pool
         self.hash_settings = hash_settings
-        self.peak_used_blocks = 0  # blocks that ever held KV: ids are handed out in order
         self.held: dict[int, list] = {}  # block lists of running hash-id requests
         self._next_id = 0
 
     @property
     def evicted_blocks(self) -> int:
         return self.pool.num_evicted_blocks
+
+    @property
+    def peak_used_blocks(self) -> int:
+        return self.pool.max_block_id_used
 
     def admit(self, record: TraceRecord, now: float) -> Admission | None:
         if record.hash_ids is not None:
@@ -85,8 +88,6 @@ class VllmPolicy:
         blocks = self.manager.allocate_slots(request, request.num_tokens - num_hits, num_hits, hits)
         if blocks is None:
             return None
-        if blocks:
-            self.peak_used_blocks = max(self.peak_used_blocks, max(b.block_id for b in blocks))
         self.manager.record_prefix_cache_stats(request, num_hits)
         return Admission(num_hits, len(hits), request)
 
@@ -99,14 +100,13 @@ class VllmPolicy:
         pool = self.pool
         hits = pool.cached_block_hash_to_block.leading_hits(hash_ids)
         num_hits = len(hits)
-        num_free_hits = sum(1 for block in hits if block.ref_cnt == 0)
-        if len(hash_ids) - num_hits + num_free_hits > pool.get_num_free_blocks():
-            return None
+        num_needed = len(hash_ids) - num_hits
+        if num_needed + num_hits > pool.free_block_queue.num_free_blocks:  # else surely fits
+            num_free_hits = sum(1 for block in hits if block.ref_cnt == 0)
+            if num_needed + num_free_hits > pool.free_block_queue.num_free_blocks:
+                return None
         pool.touch(hits)
-        new_blocks = pool.get_new_blocks(len(hash_ids) - num_hits)
-        if new_blocks:
-            self.peak_used_blocks = max(self.peak_used_blocks, max(b.block_id for b in new_blocks))
-        blocks = hits + new_blocks
+        blocks = hits + pool.get_new_blocks(num_needed)
         self.held[id(blocks)] = blocks
         pool.cache_full_blocks(blocks, hash_ids, num_hits, len(hash_ids), self.block_size)
         cached = min(num_hits * self.block_size, record.input_length)

@@ -158,6 +158,7 @@ def simulate(
     """Replay `trace` under `options`; `progress(n)` is called every 1,000 requests."""
     policy, block_size = _make_policy(trace, options)
     model = options.ttft
+    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
     decode_ms_per_token = 1000.0 / options.decode_tokens_per_s
     timed = options.concurrency == "timed"
     running: list[tuple[float, int, Admission]] = []
@@ -189,9 +190,12 @@ def simulate(
                 f" {block_size}); raise --cache-blocks / --cache-gb"
             ) from None
         cached = admission.cached_tokens
-        prefill = model.predict(record.input_length, cached)
+        # TtftModel.predict, inlined: this loop runs once per request of traces of millions
+        num_tokens = record.input_length
+        cold_pairs = num_tokens * (num_tokens + 1) // 2
+        cold = overhead + per_token * num_tokens + per_pair * cold_pairs
+        prefill = cold - per_token * cached - per_pair * (cached * (cached + 1) // 2)
         ttft = (start - now) + prefill  # queueing for room in the cache, then prefill
-        cold = model.predict(record.input_length, 0)
         if timed:
             finish = start + prefill + record.output_length * decode_ms_per_token
             heapq.heappush(running, (finish, position, admission))

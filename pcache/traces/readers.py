@@ -45,25 +45,36 @@ def _int_field(value: dict, key: str, required: bool = True) -> int:
     return number
 
 
+def _check_hash_ids(hash_ids: Any) -> None:
+    # map(type) and set() run at C speed; bools and floats are not ids
+    if type(hash_ids) is not list or (hash_ids and set(map(type, hash_ids)) != {int}):
+        raise ValueError("`hash_ids` must be a list of integers")
+
+
 def _hash_record(value: Any, index: int, line: int | None, fmt: str) -> TraceRecord:
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
     hash_ids = value.get("hash_ids")
-    if not isinstance(hash_ids, list) or not all(type(h) is int for h in hash_ids):
-        raise ValueError("`hash_ids` must be a list of integers")
-    input_length = _int_field(value, "input_length")
+    _check_hash_ids(hash_ids)
+    input_length = value.get("input_length")
+    if type(input_length) is not int or input_length < 0:
+        input_length = _int_field(value, "input_length")
+    output_length = value.get("output_length", 0)
+    if type(output_length) is not int or output_length < 0:
+        output_length = _int_field(value, "output_length", required=False)
     stamp = value.get("timestamp", 0)
-    if isinstance(stamp, bool) or not isinstance(stamp, int | float):
+    if type(stamp) is not int and type(stamp) is not float:
         raise ValueError("`timestamp` must be a number")
     session = value.get("session_id", value.get("chat_id"))
     return TraceRecord(
-        index=index,
-        line=line,
-        timestamp_ms=float(stamp) * (1000.0 if fmt == "bailian" else 1.0),
-        input_length=input_length,
-        output_length=_int_field(value, "output_length", required=False),
-        hash_ids=hash_ids,
-        session_id=None if session is None else str(session),
+        index,
+        line,
+        stamp * 1000.0 if fmt == "bailian" else float(stamp),
+        input_length,
+        output_length,
+        None,
+        hash_ids,
+        None if session is None else str(session),
     )
 
 
