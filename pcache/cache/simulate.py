@@ -136,16 +136,33 @@ def _make_policy(trace: Trace, options: SimulationOptions):
     capacity = options.cache_blocks
     if options.policy == "radix":
         return RadixPolicy(capacity, block_size, None, unit_tokens), block_size
-    if capacity is None:  # unlimited: room for every block of every request
-        capacity = (
-            sum(
-                len(r.hash_ids) if r.hash_ids is not None else cdiv(r.input_length, block_size)
-                for r in trace.records
-            )
-            or 1
-        )
+    if capacity is None:
+        capacity = _unlimited_capacity(trace, block_size)
     settings = None if hash_trace else HashSettings(algo=options.hash_algo, block_size=block_size)
     return VllmPolicy(capacity, block_size, settings), block_size
+
+
+def _unlimited_capacity(trace: Trace, block_size: int) -> int:
+    """Blocks a pool needs to never evict.
+
+    Hash-id traces: nothing is evicted and every listed id is cached, so the cache holds
+    exactly the ids seen so far and each request allocates one block per id after its leading
+    run of seen ids. Token traces: every block of every request (an upper bound).
+    """
+    if trace.block_size is None:
+        return sum(cdiv(r.input_length, block_size) for r in trace.records) or 1
+    seen: set = set()
+    total = 0
+    for record in trace.records:
+        hash_ids = record.hash_ids
+        run = 0
+        for block_hash in hash_ids:
+            if block_hash not in seen:
+                break
+            run += 1
+        total += len(hash_ids) - run
+        seen.update(hash_ids)
+    return total or 1
 
 
 def simulate(
