@@ -372,7 +372,10 @@ def _classify_message(
             path = f"messages[{index}].tool_calls[{call}].function.arguments"
             raw_a = get_path(a.raw, _raw_path(a, path))
             raw_b = get_path(b.raw, _raw_path(b, path))
-            if raw_a != raw_b and _parse(raw_a) == _parse(raw_b) is not None:
+            parsed_a, parsed_b = _parse(raw_a), _parse(raw_b)
+            if raw_a != raw_b and parsed_a == parsed_b is not None:
+                if _ordered(parsed_a) == _ordered(parsed_b):
+                    return "whitespace", "tool-call arguments re-serialized with other spacing"
                 return "key_order", "tool-call arguments were re-serialized"
     content_a, content_b = ma.get("content"), mb.get("content")
     if content_a != content_b and _squash(str(content_a)) == _squash(str(content_b)):
@@ -392,6 +395,15 @@ def _classify_message(
 def _raw_path(request: Request, normalized: str) -> str:
     path = request.source_path(normalized)
     return path.removeprefix(request.path_prefix + ".") if request.path_prefix else path
+
+
+def _ordered(value: Any) -> Any:
+    """A JSON value with key order made significant (dicts become lists of pairs)."""
+    if isinstance(value, dict):
+        return [(key, _ordered(item)) for key, item in value.items()]
+    if isinstance(value, list):
+        return [_ordered(item) for item in value]
+    return value
 
 
 def _parse(value: Any) -> Any:

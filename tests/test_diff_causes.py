@@ -125,3 +125,18 @@ def test_append_only_is_not_a_break(cli, tmp_path, base, tokenizer):
 def test_identical(cli, tmp_path, base, tokenizer):
     data = run_diff(cli, tmp_path, base, copy.deepcopy(base), tokenizer)
     assert data["identical"] and data["cause"]["kind"] == "identical"
+
+
+@pytest.mark.parametrize("tokenizer", RENDERERS)
+def test_arguments_respaced_is_whitespace(cli, tmp_path, base, tokenizer):
+    left, right = copy.deepcopy(base), copy.deepcopy(base)
+    call = {"order_id": "48213", "fields": ["status", "eta"]}
+    left["messages"][2]["tool_calls"][0]["function"]["arguments"] = json.dumps(call)
+    right["messages"][2]["tool_calls"][0]["function"]["arguments"] = json.dumps(
+        call, separators=(",", ":")
+    )
+    data = run_diff(cli, tmp_path, left, right, tokenizer)
+    if tokenizer == "o200k_base":  # the plain layout re-dumps parsed arguments
+        assert data["identical"]
+    else:  # harmony replays the client's argument string, spacing included
+        assert data["cause"]["kind"] == "whitespace"

@@ -137,10 +137,12 @@ def _excerpts(a: HashedPrompt, b: HashedPrompt, char: int, cause):
         start = max(0, char - 40)
         out.append(f"\n  {label} ", style=f"bold {style}")
         out.append(f"{path or '(template text)'}\n", style="dim")
-        out.append("    …" if start else "    ")
-        out.append(_visible(text[start:char]))
+        before = ("…" if start else "") + _visible(text[start:char])
+        out.append("    " + before)
         out.append(_visible(text[char : char + 40]) or "(end)", style="bold red")
         out.append("…" if char + 40 < len(text) else "")
+        if label == "B":
+            out.append("\n    " + " " * len(before) + "^", style="bold red")
     return out
 
 
