@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pcache.cache.cbor_stream import cbor_token_stream
 from pcache.cache.hashing import (
     HASH_ALGOS,
     HashSettings,
     block_hashes,
-    cbor_token_stream,
     vllm_extra_keys,
     vllm_none_hash,
 )

@@ -24,11 +24,11 @@ import hashlib
 import os
 import pickle
 import struct
+import sys
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-
-import numpy as np
 
 from pcache.errors import UsageError
 
@@ -130,47 +130,6 @@ def pcache_initial_hash(namespace: Namespace) -> bytes:
     return hashlib.sha256(_field(PCACHE_DOMAIN) + namespace.encode()).digest()
 
 
-# -- CBOR token payloads, vectorized -----------------------------------------------------
-
-
-_CBOR_HEAD = np.array([0, 0, 0x18, 0x19, 0, 0x1A], dtype=np.uint8)
-_CBOR_COLUMNS = np.arange(5, dtype=np.uint8)[None, :]
-
-
-def cbor_token_stream(token_ids: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """Canonical CBOR of every token id back to back, and each token's byte offset (+ end).
-
-    Each id becomes a 5-byte row (head byte, then the id as 4 big-endian bytes); a mask keeps
-    the head and the last 0, 1, 2 or 4 payload bytes: ids < 24 take 1 byte in all, < 256 2,
-    < 65536 3, else 5. An id below 24 is its own head byte.
-    """
-    if token_ids.size and int(token_ids.max()) >= 2**32:
-        return _cbor_token_stream_wide(token_ids)
-    values = token_ids.astype(np.uint32, copy=False)
-    widths = (values >= 24).view(np.uint8) + (values >= 256).view(np.uint8)
-    widths += (values >= 65536).view(np.uint8) * np.uint8(2)
-    widths += np.uint8(1)
-    rows = np.empty((len(values), 5), dtype=np.uint8)
-    rows[:, 1:] = values.astype(">u4").view(np.uint8).reshape(-1, 4)
-    rows[:, 0] = _CBOR_HEAD[widths]
-    small = widths == 1
-    rows[small, 0] = values[small]
-    keep = (np.uint8(6) - widths)[:, None] <= _CBOR_COLUMNS
-    keep[:, 0] = True
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(widths, out=offsets[1:])
-    return rows[keep].tobytes(), offsets
-
-
-def _cbor_token_stream_wide(token_ids: np.ndarray) -> tuple[bytes, np.ndarray]:
-    import cbor2
-
-    encoded = [cbor2.dumps(int(value)) for value in token_ids.tolist()]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(item) for item in encoded], out=offsets[1:])
-    return b"".join(encoded), offsets
-
-
 def _cbor_head(major: int, length: int) -> bytes:
     if length < 24:
         return bytes([major << 5 | length])
@@ -216,7 +175,7 @@ class HashSettings:
 
 
 def block_hashes(
-    token_ids: Sequence[int] | np.ndarray,
+    token_ids: Sequence[int],
     settings: HashSettings,
     *,
     parent: bytes | None = None,
@@ -228,24 +187,29 @@ def block_hashes(
     `start_block` full blocks, and `parent` is the hash of the block before them.
     """
     size = settings.block_size
-    array = np.asarray(token_ids, dtype=np.int64)
-    if array.size and array.min() < 0:
-        raise UsageError("token ids must be non-negative")
-    num_blocks = len(array) // size
+    tokens = token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids)
+    num_blocks = len(tokens) // size
     if num_blocks == 0:
         return []
+    tokens = tokens[: num_blocks * size]
+    if min(tokens) < 0:
+        raise UsageError("token ids must be non-negative")
     parent = settings.initial_hash() if parent is None else parent
     if settings.algo == DEFAULT_HASH_ALGO:
-        return _pcache_chain(array[: num_blocks * size], size, parent)
+        return _pcache_chain(tokens, size, parent)
     if settings.algo.endswith("_cbor"):
-        return _cbor_chain(array[: num_blocks * size], settings, parent, start_block)
-    return _pickle_chain(array[: num_blocks * size], settings, parent, start_block)
+        return _cbor_chain(tokens, settings, parent, start_block)
+    return _pickle_chain(tokens, settings, parent, start_block)
 
 
-def _pcache_chain(array: np.ndarray, size: int, parent: bytes) -> list[bytes]:
-    if array.size and array.max() >= 2**32:
-        raise UsageError("token ids must be below 2**32")
-    payload = array.astype("<u4").tobytes()
+def _pcache_chain(tokens: list[int], size: int, parent: bytes) -> list[bytes]:
+    try:
+        packed = array("I", tokens)  # 32-bit unsigned on every platform CPython supports
+    except OverflowError:
+        raise UsageError("token ids must be below 2**32") from None
+    if sys.byteorder != "little":
+        packed.byteswap()
+    payload = packed.tobytes()
     stride = 4 * size
     header = struct.pack("<Q", size)
     sha256 = hashlib.sha256
@@ -257,10 +221,12 @@ def _pcache_chain(array: np.ndarray, size: int, parent: bytes) -> list[bytes]:
 
 
 def _cbor_chain(
-    array: np.ndarray, settings: HashSettings, parent: bytes, start_block: int
+    tokens: list[int], settings: HashSettings, parent: bytes, start_block: int
 ) -> list[bytes]:
+    from pcache.cache.cbor_stream import cbor_token_stream
+
     size = settings.block_size
-    stream, offsets = cbor_token_stream(array)
+    stream, offsets = cbor_token_stream(tokens)
     bounds = offsets[::size].tolist()
     digest = _digest_function(settings.algo)
     array_head = _cbor_head(4, size)
@@ -289,10 +255,9 @@ def _cbor_chain(
 
 
 def _pickle_chain(
-    array: np.ndarray, settings: HashSettings, parent: bytes, start_block: int
+    tokens: list[int], settings: HashSettings, parent: bytes, start_block: int
 ) -> list[bytes]:
     size = settings.block_size
-    tokens = array.tolist()
     digest = _digest_function(settings.algo)
     dumps, protocol = pickle.dumps, pickle.HIGHEST_PROTOCOL
     hashes = []
