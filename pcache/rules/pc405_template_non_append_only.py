@@ -2,8 +2,10 @@ r"""## What it does
 For two consecutive requests of a session whose messages are append-only, checks at token level
 that (1) the earlier prompt, rendered with the generation prompt its reply continued, and (2)
 the reply itself, rendered as the newest turn (as it was generated), are token prefixes of the
-later request. Reports the first divergent token and the template text or message there, when
-the divergence loses tokens the chosen cache would have reused.
+later request. (2) is checked for replies that templates are known to render differently once
+they are history: with reasoning, with tool calls, or with leading or trailing whitespace.
+Reports the first divergent token and the template text or message there, when the divergence
+loses tokens the chosen cache would have reused.
 
 ## Why is this bad?
 Some chat templates render a turn differently once it is history: Qwen3 writes an empty
@@ -47,6 +49,7 @@ from pcache.prompt.render import render
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext, common_prefix
 from pcache.rules.cost import expected_shared, reusable
+from pcache.rules.pc404_reasoning_dropped import REASONING_KEYS
 from pcache.rules.slots import exact
 
 RULE = Rule(
@@ -70,18 +73,33 @@ def _prompt_divergence(ctx: LintContext):
     """The previous prompt, generation prompt included, must prefix the next request."""
     old_tokens, new_tokens = ctx.previous.token_ids, ctx.current.token_ids
     position = common_prefix(old_tokens, new_tokens)
+    if position == len(old_tokens):
+        return None
     lost = _lost(ctx, position, len(old_tokens))
-    if position == len(old_tokens) or not lost:
+    if not lost:
         return None
     turn = len(ctx.previous.request.messages)
     return position, lost, ctx.previous.rendered, f"turn {turn} rendered with its generation prompt"
+
+
+def _may_change_as_history(message: dict) -> bool:
+    """Replies whose rendering templates are known to change once they are history."""
+    content = message.get("content")
+    padded = isinstance(content, str) and content != content.strip()
+    reasoning = any(message.get(key) for key in REASONING_KEYS)
+    return bool(reasoning or message.get("tool_calls") or padded)
 
 
 def _reply_divergence(ctx: LintContext):
     """The reply, rendered as the newest turn (as generated), must prefix the next request."""
     current = ctx.current
     index = len(ctx.previous.request.messages)
-    if current.request.messages[index]["role"] != "assistant":
+    reply = current.request.messages[index]
+    if reply["role"] != "assistant" or not _may_change_as_history(reply):
+        return None
+    as_generated_ids = current.render_messages(index + 1, add_generation_prompt=False)
+    position = common_prefix(as_generated_ids, current.token_ids)
+    if position == len(as_generated_ids):
         return None
     truncated = dataclasses.replace(current.request, messages=current.request.messages[: index + 1])
     options = current.settings.options(add_generation_prompt=False)
@@ -95,9 +113,10 @@ def _reply_divergence(ctx: LintContext):
     if not ends:
         return None
     reply_end = bisect_left(as_generated.token_starts, max(ends))
-    position = common_prefix(as_generated.token_ids, current.token_ids)
+    if position >= reply_end:
+        return None
     lost = _lost(ctx, position, reply_end)
-    if position >= reply_end or not lost:
+    if not lost:
         return None
     return position, lost, as_generated, f"the reply of turn {index}, rendered as generated,"
 
