@@ -1,4 +1,4 @@
-"""Typed errors raised by pcache's core; only `pcache.cli` turns them into messages and exit codes."""
+"""Typed errors raised by pcache's core; `pcache.cli` turns them into messages and exit codes."""
 
 from __future__ import annotations
 

@@ -26,6 +26,10 @@ class Settings:
     date: str = DEFAULT_DATE
     add_generation_prompt: bool = True
 
+    def __post_init__(self) -> None:
+        HashSettings(algo=self.hash_algo, block_size=self.block_size)  # validates both
+        validate_date(self.date)
+
     def render_options(self) -> RenderOptions:
         return RenderOptions(date=self.date, add_generation_prompt=self.add_generation_prompt)
 

@@ -457,3 +457,13 @@ def test_u18_allocate_with_lookahead(lookahead, expected):
     request = make_request(0, [], block_size=4)
     blocks = m.allocate_slots(request, 3, num_lookahead_tokens=lookahead)
     assert len(blocks) == expected
+
+
+def test_ttft_model_seed_arithmetic():
+    """N = 4,096 with 3,072 cached: 3,670,528 of 8,390,656 query-key pairs remain."""
+    from pcache.cache.ttft import TtftModel, attention_pairs
+
+    assert attention_pairs(4096, 0) == 8_390_656
+    assert attention_pairs(4096, 3072) == 3_670_528
+    model = TtftModel(overhead_ms=55.0, ms_per_token=0.05, ms_per_pair=0.0)
+    assert model.predict(4000, 0) / model.predict(4000, 3072) == pytest.approx(2.515, abs=1e-3)

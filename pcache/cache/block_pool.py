@@ -171,8 +171,21 @@ class BlockHashToBlockMap:
             return entry
         return next(iter(entry.values()))
 
+    def leading_hits(self, block_hashes: Sequence[BlockHash]) -> list[KVCacheBlock]:
+        """One block for each leading hash found, stopping at the first miss."""
+        cache, hits = self._cache, []
+        for key in block_hashes:
+            entry = cache.get(key)
+            if entry is None:
+                break
+            hits.append(entry if type(entry) is KVCacheBlock else next(iter(entry.values())))
+        return hits
+
     def insert(self, key: BlockHash, block: KVCacheBlock) -> None:
-        entry = self._cache.get(key)
+        cache = self._cache
+        entry = cache.setdefault(key, block)
+        if entry is block:
+            return
         if entry is None:
             self._cache[key] = block
         elif isinstance(entry, KVCacheBlock):
@@ -224,6 +237,9 @@ class BlockPool:
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         self.num_evicted_blocks = 0
+        # blocks leave the free queue in id order the first time, so this is also the number
+        # of blocks that ever held KV (the pool's high-water mark)
+        self.max_block_id_used = 0
         self.enable_kv_cache_events = enable_kv_cache_events
         self.kv_event_queue: list[tuple] = []
 
@@ -257,13 +273,17 @@ class BlockPool:
             return
         assert len(block_hashes) >= num_full_blocks
         stored = []
+        insert = self.cached_block_hash_to_block.insert
         for index in range(num_cached_blocks, num_full_blocks):
             block = blocks[index]
             if block.is_null:
                 continue
-            key = group_key(block_hashes[index], kv_cache_group_id)
-            block.block_hash = key
-            self.cached_block_hash_to_block.insert(key, block)
+            key = block_hashes[index]
+            if kv_cache_group_id:
+                key = group_key(key, kv_cache_group_id)
+            assert block._block_hash is None, "the block already has a hash"
+            block._block_hash = key
+            insert(key, block)
             stored.append(key)
         if self.enable_kv_cache_events:
             num_tokens = (num_full_blocks - num_cached_blocks) * block_size
@@ -276,11 +296,23 @@ class BlockPool:
         if num_blocks > self.get_num_free_blocks():
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         blocks = self.free_block_queue.popleft_n(num_blocks)
+        caching = self.enable_caching
+        cache = self.cached_block_hash_to_block._cache
+        peak = self.max_block_id_used
         for block in blocks:
-            if self.enable_caching:
-                self._maybe_evict_cached_block(block)
+            if block.block_id > peak:
+                peak = block.block_id
+            key = block._block_hash
+            if caching and key is not None:
+                if cache.get(key) is block and not self.enable_kv_cache_events:
+                    del cache[key]  # the common case of _maybe_evict_cached_block
+                    block._block_hash = None
+                    self.num_evicted_blocks += 1
+                else:
+                    self._maybe_evict_cached_block(block)
             assert block.ref_cnt == 0
             block.ref_cnt = 1
+        self.max_block_id_used = peak
         return blocks
 
     def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
@@ -302,9 +334,16 @@ class BlockPool:
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """A cache hit: take free blocks out of the queue and add one reference to each."""
+        queue = self.free_block_queue
         for block in blocks:
             if block.ref_cnt == 0 and not block.is_null:
-                self.free_block_queue.remove(block)
+                previous, following = block.prev_free_block, block.next_free_block
+                if previous is None or following is None:
+                    raise RuntimeError(f"touch() found a free block outside the queue: {block}")
+                previous.next_free_block = following
+                following.prev_free_block = previous
+                block.prev_free_block = block.next_free_block = None
+                queue.num_free_blocks -= 1
             block.ref_cnt += 1
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
@@ -314,13 +353,14 @@ class BlockPool:
         is off) to the head in the given order, hashed ones to the tail.
         """
         evict_first, evict_last = [], []
+        caching = self.enable_caching
         for block in ordered_blocks:
             if block.is_null:
                 continue
             block.ref_cnt -= 1
             assert block.ref_cnt >= 0, f"{block} freed more often than referenced"
             if block.ref_cnt == 0:
-                if block.block_hash is None or not self.enable_caching:
+                if block._block_hash is None or not caching:
                     evict_first.append(block)
                 else:
                     evict_last.append(block)

@@ -24,10 +24,11 @@ import hashlib
 import os
 import pickle
 import struct
+import sys
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from functools import cache
 
 from pcache.errors import UsageError
 
@@ -101,8 +102,14 @@ def vllm_none_hash_seed(algo: str) -> str:
     if seed is not None:
         return seed
     if algo.startswith("xxhash"):
-        return os.urandom(32).hex()
+        return _process_random_seed()
     return VLLM_DEFAULT_SEED
+
+
+@cache
+def _process_random_seed() -> str:
+    """vLLM draws one random seed per engine process for xxhash without PYTHONHASHSEED."""
+    return os.urandom(32).hex()
 
 
 def vllm_none_hash(algo: str) -> bytes:
@@ -121,42 +128,6 @@ def vllm_extra_keys(block_index: int, cache_salt: str | None, lora: tuple[str, s
 
 def pcache_initial_hash(namespace: Namespace) -> bytes:
     return hashlib.sha256(_field(PCACHE_DOMAIN) + namespace.encode()).digest()
-
-
-# -- CBOR token payloads, vectorized -----------------------------------------------------
-
-
-def cbor_token_stream(token_ids: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """Canonical CBOR of every token id back to back, and each token's byte offset (+ end)."""
-    values = token_ids.astype(np.uint64, copy=False)
-    widths = np.ones(len(values), dtype=np.int64)
-    widths[values >= 24] = 2
-    widths[values >= 256] = 3
-    widths[values >= 65536] = 5
-    widths[values >= 2**32] = 9
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(widths, out=offsets[1:])
-    buffer = np.zeros(int(offsets[-1]), dtype=np.uint8)
-    starts = offsets[:-1]
-    for width, head, num_bytes in (
-        (1, 0, 0),
-        (2, 0x18, 1),
-        (3, 0x19, 2),
-        (5, 0x1A, 4),
-        (9, 0x1B, 8),
-    ):
-        chosen = widths == width
-        if not chosen.any():
-            continue
-        at, value = starts[chosen], values[chosen]
-        if width == 1:
-            buffer[at] = value.astype(np.uint8)
-            continue
-        buffer[at] = head
-        for byte in range(num_bytes):
-            shift = np.uint64(8 * (num_bytes - 1 - byte))
-            buffer[at + 1 + byte] = ((value >> shift) & np.uint64(0xFF)).astype(np.uint8)
-    return buffer.tobytes(), offsets
 
 
 def _cbor_head(major: int, length: int) -> bytes:
@@ -204,7 +175,7 @@ class HashSettings:
 
 
 def block_hashes(
-    token_ids: Sequence[int] | np.ndarray,
+    token_ids: Sequence[int],
     settings: HashSettings,
     *,
     parent: bytes | None = None,
@@ -216,24 +187,29 @@ def block_hashes(
     `start_block` full blocks, and `parent` is the hash of the block before them.
     """
     size = settings.block_size
-    array = np.asarray(token_ids, dtype=np.int64)
-    if array.size and array.min() < 0:
-        raise UsageError("token ids must be non-negative")
-    num_blocks = len(array) // size
+    tokens = token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids)
+    num_blocks = len(tokens) // size
     if num_blocks == 0:
         return []
+    tokens = tokens[: num_blocks * size]
+    if min(tokens) < 0:
+        raise UsageError("token ids must be non-negative")
     parent = settings.initial_hash() if parent is None else parent
     if settings.algo == DEFAULT_HASH_ALGO:
-        return _pcache_chain(array[: num_blocks * size], size, parent)
+        return _pcache_chain(tokens, size, parent)
     if settings.algo.endswith("_cbor"):
-        return _cbor_chain(array[: num_blocks * size], settings, parent, start_block)
-    return _pickle_chain(array[: num_blocks * size], settings, parent, start_block)
+        return _cbor_chain(tokens, settings, parent, start_block)
+    return _pickle_chain(tokens, settings, parent, start_block)
 
 
-def _pcache_chain(array: np.ndarray, size: int, parent: bytes) -> list[bytes]:
-    if array.size and array.max() >= 2**32:
-        raise UsageError("token ids must be below 2**32")
-    payload = array.astype("<u4").tobytes()
+def _pcache_chain(tokens: list[int], size: int, parent: bytes) -> list[bytes]:
+    try:
+        packed = array("I", tokens)  # 32-bit unsigned on every platform CPython supports
+    except OverflowError:
+        raise UsageError("token ids must be below 2**32") from None
+    if sys.byteorder != "little":
+        packed.byteswap()
+    payload = packed.tobytes()
     stride = 4 * size
     header = struct.pack("<Q", size)
     sha256 = hashlib.sha256
@@ -245,10 +221,12 @@ def _pcache_chain(array: np.ndarray, size: int, parent: bytes) -> list[bytes]:
 
 
 def _cbor_chain(
-    array: np.ndarray, settings: HashSettings, parent: bytes, start_block: int
+    tokens: list[int], settings: HashSettings, parent: bytes, start_block: int
 ) -> list[bytes]:
+    from pcache.cache.cbor_stream import cbor_token_stream
+
     size = settings.block_size
-    stream, offsets = cbor_token_stream(array)
+    stream, offsets = cbor_token_stream(tokens)
     bounds = offsets[::size].tolist()
     digest = _digest_function(settings.algo)
     array_head = _cbor_head(4, size)
@@ -277,10 +255,9 @@ def _cbor_chain(
 
 
 def _pickle_chain(
-    array: np.ndarray, settings: HashSettings, parent: bytes, start_block: int
+    tokens: list[int], settings: HashSettings, parent: bytes, start_block: int
 ) -> list[bytes]:
     size = settings.block_size
-    tokens = array.tolist()
     digest = _digest_function(settings.algo)
     dumps, protocol = pickle.dumps, pickle.HIGHEST_PROTOCOL
     hashes = []

@@ -90,14 +90,8 @@ class KVCacheManager:
         return blocks, len(blocks) * self.block_size
 
     def find_longest_cache_hit(self, block_hashes: Sequence, max_length: int) -> list[KVCacheBlock]:
-        hits = []
-        get_one_block = self.block_pool.cached_block_hash_to_block.get_one_block
-        for block_hash in block_hashes[: max(max_length, 0) // self.block_size]:
-            block = get_one_block(block_hash)
-            if block is None:
-                break
-            hits.append(block)
-        return hits
+        lookup = self.block_pool.cached_block_hash_to_block
+        return lookup.leading_hits(block_hashes[: max(max_length, 0) // self.block_size])
 
     # -- allocation ---------------------------------------------------------------------------
 

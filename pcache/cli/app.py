@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 import click
 import typer
 from typer.core import TyperGroup
@@ -22,6 +23,8 @@ class PcacheGroup(TyperGroup):
         except PcacheError as failure:
             error(str(failure))
             ctx.exit(failure.exit_code)
+        except typer.Exit as done:
+            ctx.exit(done.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except KeyboardInterrupt:
@@ -45,7 +48,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -66,11 +69,14 @@ def root(
 
 
 def _register() -> None:
-    from pcache.cli import diff, generate, hash
+    from pcache.cli import diff, generate, hash, lint, replay, trace
 
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
+    app.command("lint")(lint.lint_command)
+    app.command("replay")(replay.replay_command)
     app.command("generate")(generate.generate_command)
+    app.add_typer(trace.trace_app, name="trace")
 
 
 _register()
@@ -79,4 +85,4 @@ _register()
 def main() -> None:
     """Console entry point."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    app()
+    app(prog_name="pcache")

@@ -37,11 +37,11 @@ def hash_command(
 
     from pcache.cli.console import stdout, write_json
     from pcache.errors import UsageError
-    from pcache.pipeline import Settings, hash_request, iter_requests, validate_date
+    from pcache.pipeline import Settings, hash_request, iter_requests
 
     if format not in ("text", "json"):
         raise UsageError(f"--format must be text or json, got {format!r}")
-    settings = Settings(tokenizer, block_size, hash_algo, cache_salt, validate_date(date))
+    settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)
     for request in iter_requests(file):
         hashed = hash_request(request, settings)
         record = {
@@ -57,7 +57,8 @@ def hash_command(
             continue
         stdout.print(
             f"[bold]{request.label}[/]: {record['num_tokens']} tokens,"
-            f" {len(hashed.hashes)} full blocks of {block_size} ({hash_algo}, {record['tokenizer']})"
+            f" {len(hashed.hashes)} full blocks of {block_size}"
+            f" ({hash_algo}, {record['tokenizer']})"
         )
         for index, digest in enumerate(record["block_hashes"]):
             stdout.print(

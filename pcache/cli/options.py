@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-
 TokenizerOpt = Annotated[
     str,
     typer.Option(

@@ -97,7 +97,7 @@ def load_documents(path: str | os.PathLike[str]) -> list[Document]:
 def iter_documents(
     path: str | os.PathLike[str], *, skip_errors: bool = False
 ) -> Iterator[Document | InputError]:
-    """Stream documents; with skip_errors, a bad JSONL line yields its InputError instead of raising.
+    """Stream documents; with skip_errors, a bad JSONL line yields its InputError (not raised).
 
     A `.json` file holds one document, unless it does not parse as one and every non-blank line
     parses on its own (a JSONL log saved as .json).

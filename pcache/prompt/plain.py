@@ -71,10 +71,12 @@ class PlainRenderer(TiktokenEncoder):
                 pieces.append((content, f"messages[{index}].content"))
             for call_index, call in enumerate(message.get("tool_calls") or []):
                 function = call.get("function") or {}
-                pieces.append(("\n", None))
-                pieces.append(
-                    (dump_json(function), f"messages[{index}].tool_calls[{call_index}].function")
-                )
+                path = f"messages[{index}].tool_calls[{call_index}].function"
+                pieces.append(('\n{"name": ', None))
+                pieces.append((dump_json(function.get("name")), f"{path}.name"))
+                pieces.append((', "arguments": ', None))
+                pieces.append((dump_json(function.get("arguments")), f"{path}.arguments"))
+                pieces.append(("}", None))
             pieces.append(("<|im_end|>\n", None))
         if options.add_generation_prompt:
             pieces.append(("<|im_start|>assistant\n", None))

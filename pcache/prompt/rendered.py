@@ -16,6 +16,8 @@ class Span:
     start: int
     end: int
     path: str
+    normalized: str = ""
+    """The path in pcache's normalized request (equal to `path` for plain OpenAI bodies)."""
 
 
 @dataclass(slots=True)
@@ -75,10 +77,10 @@ def assemble(pieces: Iterable[tuple[str, str | None]], request: Request) -> tupl
             continue
         if path is not None:
             source = request.source_path(path)
-            if spans and spans[-1].path == source and spans[-1].end == offset:
-                spans[-1] = Span(spans[-1].start, offset + len(text), source)
+            if spans and spans[-1].normalized == path and spans[-1].end == offset:
+                spans[-1] = Span(spans[-1].start, offset + len(text), source, path)
             else:
-                spans.append(Span(offset, offset + len(text), source))
+                spans.append(Span(offset, offset + len(text), source, path))
         parts.append(text)
         offset += len(text)
     return "".join(parts), spans

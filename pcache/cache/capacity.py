@@ -1,0 +1,81 @@
+"""KV bytes per token of a model shape, and cache capacity in blocks from a memory budget.
+
+KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x dtype bytes. The shape comes
+from a preset name or a Hugging Face `config.json` (a file or a directory holding one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pcache.errors import ConfigError, UsageError
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "float8_e4m3fn": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """What sizes a model's KV cache."""
+
+    name: str
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    dtype_bytes: int = 2
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
+
+
+PRESETS = {
+    shape.name: shape
+    for shape in (
+        ModelShape("llama-3-8b", 32, 8, 128),
+        ModelShape("llama-3-70b", 80, 8, 128),
+        ModelShape("qwen2.5-7b", 28, 4, 128),
+        ModelShape("qwen3-8b", 36, 8, 128),
+        ModelShape("qwen3-0.6b", 28, 8, 128),
+        ModelShape("gpt-oss-20b", 24, 8, 64),
+        ModelShape("gpt-oss-120b", 36, 8, 64),
+    )
+}
+DEFAULT_MODEL = "llama-3-8b"
+
+
+def resolve_model(name_or_path: str) -> ModelShape:
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]
+    path = Path(name_or_path)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise UsageError(
+            f"--model {name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
+        )
+    import orjson
+
+    try:
+        config = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as error:
+        raise ConfigError(f"{path}: invalid JSON: {error.msg}") from None
+    config = config.get("text_config", config) if isinstance(config, dict) else config
+    try:
+        layers = int(config["num_hidden_layers"])
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ConfigError(f"{path}: missing or invalid model shape field {error}") from None
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    return ModelShape(
+        path.parent.name or str(path), layers, kv_heads, head_dim, DTYPE_BYTES.get(dtype, 2)
+    )
+
+
+def blocks_for_gigabytes(gigabytes: float, shape: ModelShape, block_size: int) -> int:
+    """Whole KV blocks that fit in `gigabytes` (GiB) for this model."""
+    if gigabytes <= 0:
+        raise UsageError(f"--cache-gb must be positive, got {gigabytes}")
+    return int(gigabytes * 2**30 // (shape.kv_bytes_per_token * block_size))

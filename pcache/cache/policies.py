@@ -1,0 +1,215 @@
+"""Cache policies the simulator drives: one `admit` / `release` interface over each cache.
+
+- `VllmPolicy`: the `BlockPool` with vLLM 0.33 semantics. Token requests go through
+  `KVCacheManager` (hits capped at num_tokens - 1, whole blocks only). Hash-id requests use a
+  specialised path over the same pool: every listed id is a block (the last may be partial),
+  the hit is the longest run of leading ids found, hit tokens = min(hits x block size,
+  input length), as the traces' publishers count it.
+- `RadixPolicy`: SGLang-style radix tree, token-granular for token requests (last token
+  recomputed), block-granular for hash-id requests; LRU eviction of unreferenced leaves.
+- `ProviderPolicy`: a hosted API's rules (min prefix, granularity, TTL refreshed on use) over an
+  unbounded radix tree; hits are rounded by `pcache.cache.profiles.reusable_tokens`.
+
+`admit` returns an `Admission` (cached tokens, blocks held), or None when the cache cannot
+hold the request now; `release` returns its blocks (their prefixes stay cached).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from pcache.cache.block_pool import BlockPool
+from pcache.cache.hashing import HashSettings
+from pcache.cache.kv_cache_manager import KVCacheManager, cdiv
+from pcache.cache.profiles import Profile, reusable_tokens
+from pcache.cache.radix import RadixCache, RadixNode
+from pcache.cache.request import CacheRequest
+from pcache.traces.record import TraceRecord
+
+
+@dataclass(slots=True)
+class Admission:
+    """What admitting one request did: tokens served from the cache, and its handle."""
+
+    cached_tokens: int
+    hit_blocks: int
+    handle: Any = None
+
+
+class CapacityTooSmall(Exception):
+    """The request cannot fit even in an empty cache."""
+
+    def __init__(self, needed_blocks: int):
+        self.needed_blocks = needed_blocks
+        super().__init__(needed_blocks)
+
+
+class VllmPolicy:
+    """The vLLM block pool (the same code the engine manages its KV blocks with)."""
+
+    name = "vllm"
+
+    def __init__(self, num_blocks: int, block_size: int, hash_settings: HashSettings | None):
+        self.block_size = block_size
+        self.capacity_blocks = num_blocks
+        self.manager = KVCacheManager(num_blocks + 1, block_size, max_model_len=2**62)
+        self.pool: BlockPool = self.manager.block_pool
+        self.hash_settings = hash_settings
+        self.held: dict[int, list] = {}  # block lists of running hash-id requests
+        self._next_id = 0
+
+    @property
+    def evicted_blocks(self) -> int:
+        return self.pool.num_evicted_blocks
+
+    @property
+    def peak_used_blocks(self) -> int:
+        return self.pool.max_block_id_used
+
+    def admit(self, record: TraceRecord, now: float) -> Admission | None:
+        if record.hash_ids is not None:
+            return self._admit_hash_ids(record)
+        return self._admit_tokens(record)
+
+    def _admit_tokens(self, record: TraceRecord) -> Admission | None:
+        assert self.hash_settings is not None and record.token_ids is not None
+        self._next_id += 1
+        request = CacheRequest.from_tokens(
+            str(self._next_id), record.token_ids, self.hash_settings, cache_salt=record.cache_salt
+        )
+        if record.input_length == 0:
+            return Admission(0, 0, None)
+        needed = cdiv(request.num_tokens, self.block_size)
+        if needed > self.capacity_blocks:
+            raise CapacityTooSmall(needed)
+        hits, num_hits = self.manager.get_computed_blocks(request)
+        blocks = self.manager.allocate_slots(request, request.num_tokens - num_hits, num_hits, hits)
+        if blocks is None:
+            return None
+        self.manager.record_prefix_cache_stats(request, num_hits)
+        return Admission(num_hits, len(hits), request)
+
+    def _admit_hash_ids(self, record: TraceRecord) -> Admission | None:
+        hash_ids = record.hash_ids
+        if not hash_ids:
+            return Admission(0, 0, [])
+        if len(hash_ids) > self.capacity_blocks:
+            raise CapacityTooSmall(len(hash_ids))
+        pool = self.pool
+        hits = pool.cached_block_hash_to_block.leading_hits(hash_ids)
+        num_hits = len(hits)
+        num_needed = len(hash_ids) - num_hits
+        if num_needed + num_hits > pool.free_block_queue.num_free_blocks:  # else surely fits
+            num_free_hits = sum(1 for block in hits if block.ref_cnt == 0)
+            if num_needed + num_free_hits > pool.free_block_queue.num_free_blocks:
+                return None
+        pool.touch(hits)
+        blocks = hits + pool.get_new_blocks(num_needed)
+        self.held[id(blocks)] = blocks
+        pool.cache_full_blocks(blocks, hash_ids, num_hits, len(hash_ids), self.block_size)
+        cached = min(num_hits * self.block_size, record.input_length)
+        return Admission(cached, num_hits, blocks)
+
+    def release(self, admission: Admission) -> None:
+        handle = admission.handle
+        if isinstance(handle, CacheRequest):
+            self.manager.free(handle)
+        elif handle:
+            del self.held[id(handle)]
+            self.pool.free_blocks(reversed(handle))
+
+    def check_integrity(self) -> None:
+        """The pool's invariants; every reference is held by a request or a block list."""
+        self.pool.check_integrity()
+        references: Counter[int] = Counter()
+        for blocks in (*self.manager.req_to_blocks.values(), *self.held.values()):
+            references.update(block.block_id for block in blocks)
+        for block in self.pool.blocks[1:]:
+            assert block.ref_cnt == references[block.block_id], f"{block} is held elsewhere"
+
+
+class RadixPolicy:
+    """SGLang-style radix tree; capacity in tokens (hash-id traces: in blocks)."""
+
+    name = "radix"
+
+    def __init__(
+        self,
+        num_blocks: int | None,
+        block_size: int,
+        ttl_ms: float | None = None,
+        unit_tokens: int = 1,
+    ):
+        self.block_size = block_size
+        self.unit_tokens = unit_tokens
+        self.capacity_blocks = num_blocks
+        capacity = None if num_blocks is None else num_blocks * block_size // unit_tokens
+        self.tree = RadixCache(capacity, ttl_ms)
+
+    @property
+    def peak_used_blocks(self) -> int:
+        return cdiv(self.tree.peak_units * self.unit_tokens, self.block_size)
+
+    @property
+    def evicted_blocks(self) -> int:
+        return cdiv(self.tree.num_evicted_units * self.unit_tokens, self.block_size)
+
+    def _key(self, record: TraceRecord) -> list:
+        if record.hash_ids is not None:
+            return record.hash_ids
+        if record.cache_salt:
+            return [("salt", record.cache_salt), *record.token_ids]
+        return record.token_ids
+
+    def match(self, record: TraceRecord, now: float) -> tuple[int, list]:
+        key = self._key(record)
+        if record.hash_ids is not None:
+            matched, _ = self.tree.match_prefix(key, now)
+            return min(matched * self.unit_tokens, record.input_length), key
+        salted = 1 if record.cache_salt else 0
+        matched, _ = self.tree.match_prefix(key[: max(len(key) - 1, 0)], now)
+        return max(matched - salted, 0), key
+
+    def admit(self, record: TraceRecord, now: float) -> Admission | None:
+        cached, key = self.match(record, now)
+        if not key:
+            return Admission(0, 0, None)
+        capacity = self.tree.capacity
+        if capacity is not None and len(key) > capacity:
+            raise CapacityTooSmall(cdiv(len(key) * self.unit_tokens, self.block_size))
+        try:
+            node = self.tree.insert(key, now)
+        except ValueError:
+            return None
+        self.tree.lock(node)
+        return Admission(cached, cdiv(cached, self.block_size), node)
+
+    def release(self, admission: Admission) -> None:
+        if isinstance(admission.handle, RadixNode):
+            self.tree.unlock(admission.handle)
+
+    def check_integrity(self) -> None:
+        self.tree.check_integrity()
+
+
+class ProviderPolicy(RadixPolicy):
+    """A hosted provider's caching rules; unbounded capacity, entries expire after the TTL."""
+
+    def __init__(self, profile: Profile, block_size: int, unit_tokens: int = 1):
+        ttl = None if profile.ttl_seconds is None else profile.ttl_seconds * 1000.0
+        super().__init__(None, block_size, ttl, unit_tokens)
+        self.profile = profile
+        self.name = profile.name
+
+    def admit(self, record: TraceRecord, now: float) -> Admission | None:
+        admission = super().admit(record, now)
+        assert admission is not None
+        common = admission.cached_tokens
+        breakpoints = (common,) if self.profile.granularity == "breakpoint" else ()
+        admission.cached_tokens = reusable_tokens(
+            self.profile, common, record.input_length, self.block_size, breakpoints
+        )
+        admission.hit_blocks = cdiv(admission.cached_tokens, self.block_size)
+        return admission

@@ -1,0 +1,355 @@
+"""Replay a trace against a cache policy without a model (`pcache replay --simulate`).
+
+Semantics:
+- `serial` (default): requests in timestamp order; each is admitted (lookup, hits touched,
+  new blocks allocated and cached) and frees all its blocks before the next arrives.
+- `timed`: a request keeps its blocks until it finishes. It starts at its arrival, or when
+  enough running requests finished to make room (running requests are released in order of
+  their finish time); it runs for its predicted prefill time plus
+  `output_length / decode_tokens_per_s`, and its TTFT includes the wait. Running requests
+  hold blocks and compete for capacity; there is no batching slowdown.
+
+Every admission counts `input_length` query tokens and its cached tokens (token-based, as
+vLLM's `PrefixCacheStats`); a request hits when at least one block came from the cache.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pcache.cache.hashing import HashSettings
+from pcache.cache.kv_cache_manager import cdiv
+from pcache.cache.policies import (
+    Admission,
+    CapacityTooSmall,
+    ProviderPolicy,
+    RadixPolicy,
+    VllmPolicy,
+)
+from pcache.cache.profiles import load_profile
+from pcache.cache.ttft import TtftModel, percentile
+from pcache.errors import UsageError
+from pcache.traces.record import Trace
+
+ENGINE_POLICIES = ("vllm", "radix")
+PROVIDER_POLICIES = ("openai", "anthropic", "gemini", "deepseek")
+POLICIES = ENGINE_POLICIES + PROVIDER_POLICIES
+CONCURRENCY = ("serial", "timed")
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationOptions:
+    """How to replay: policy, capacity (None: unlimited), timing and cost models."""
+
+    policy: str = "vllm"
+    cache_blocks: int | None = None
+    block_size: int = 16
+    concurrency: str = "serial"
+    decode_tokens_per_s: float = 50.0
+    ttft: TtftModel = field(default_factory=TtftModel)
+    kv_bytes_per_token: int = 131072
+    hash_algo: str = "pcache"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise UsageError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.concurrency not in CONCURRENCY:
+            raise UsageError(f"--concurrency must be serial or timed, got {self.concurrency!r}")
+        if self.cache_blocks is not None and self.cache_blocks < 1:
+            raise UsageError(f"--cache-blocks must be at least 1, got {self.cache_blocks}")
+        if self.decode_tokens_per_s <= 0:
+            raise UsageError("--decode-rate must be positive")
+
+
+@dataclass(slots=True)
+class RequestOutcome:
+    """One request's result (a line of `--output per_request.jsonl`)."""
+
+    index: int
+    line: int | None
+    timestamp_ms: float
+    prompt_tokens: int
+    cached_tokens: int
+    ttft_ms: float
+    ttft_uncached_ms: float
+    start_ms: float
+    observed_cached_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class Bill:
+    """Input cost with and without prompt caching (provider profiles)."""
+
+    price_per_mtok: float
+    cached_read_multiplier: float
+    cache_write_multiplier: float
+    cost_without_cache: float
+    cost_with_cache: float
+    saved_fraction: float
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    """What a simulated replay measured."""
+
+    source: str
+    trace_format: str
+    policy: str
+    concurrency: str
+    block_size: int
+    capacity_blocks: int | None
+    requests: int
+    query_tokens: int
+    hit_tokens: int
+    token_hit_rate: float
+    request_hit_rate: float
+    hit_requests: int
+    evicted_blocks: int
+    peak_used_blocks: int
+    kv_bytes_per_token: int
+    kv_bytes_saved: int
+    prefill_tokens_saved: int
+    skipped_lines: int
+    reordered: bool
+    ttft_ms: dict[str, float]
+    ttft_uncached_ms: dict[str, float]
+    bill: Bill | None = None
+    observed_cached_tokens: int | None = None
+    per_request: list[RequestOutcome] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        data = asdict(self)
+        data.pop("per_request")
+        return data
+
+
+def _make_policy(trace: Trace, options: SimulationOptions):
+    hash_trace = trace.block_size is not None
+    block_size = trace.block_size if hash_trace else options.block_size
+    unit_tokens = block_size if hash_trace else 1
+    if options.policy in PROVIDER_POLICIES:
+        return ProviderPolicy(load_profile(options.policy), block_size, unit_tokens), block_size
+    capacity = options.cache_blocks
+    if options.policy == "radix":
+        return RadixPolicy(capacity, block_size, None, unit_tokens), block_size
+    if capacity is None:
+        capacity = _unlimited_capacity(trace, block_size)
+    settings = None if hash_trace else HashSettings(algo=options.hash_algo, block_size=block_size)
+    return VllmPolicy(capacity, block_size, settings), block_size
+
+
+def _unlimited_capacity(trace: Trace, block_size: int) -> int:
+    """Blocks a pool needs to never evict.
+
+    Hash-id traces: nothing is evicted and every listed id is cached, so the cache holds
+    exactly the ids seen so far and each request allocates one block per id after its leading
+    run of seen ids. Token traces: every block of every request (an upper bound).
+    """
+    if trace.block_size is None:
+        return sum(cdiv(r.input_length, block_size) for r in trace.records) or 1
+    seen: set = set()
+    total = 0
+    for record in trace.records:
+        hash_ids = record.hash_ids
+        run = 0
+        for block_hash in hash_ids:
+            if block_hash not in seen:
+                break
+            run += 1
+        total += len(hash_ids) - run
+        seen.update(hash_ids)
+    return total or 1
+
+
+def simulate(
+    trace: Trace,
+    options: SimulationOptions,
+    progress: Callable[[int], None] | None = None,
+    keep_requests: bool = False,
+    check_every: int = 0,
+) -> ReplayReport:
+    """Replay `trace` under `options`; `progress(n)` is called every 1,000 requests."""
+    policy, block_size = _make_policy(trace, options)
+    model = options.ttft
+    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
+    decode_ms_per_token = 1000.0 / options.decode_tokens_per_s
+    timed = options.concurrency == "timed"
+    running: list[tuple[float, int, Admission]] = []
+    outcomes: list[RequestOutcome] = []
+    query_tokens = hit_tokens = hit_requests = 0
+    ttfts: list[float] = []
+    ttfts_cold: list[float] = []
+    observed = None
+    for position, record in enumerate(trace.records):
+        now = record.timestamp_ms
+        if timed:
+            while running and running[0][0] <= now:
+                policy.release(heapq.heappop(running)[2])
+        try:
+            admission = policy.admit(record, now)
+            start = now
+            while admission is None:
+                if not running:
+                    raise CapacityTooSmall(cdiv(record.input_length, block_size))
+                finish, _, held = heapq.heappop(running)
+                policy.release(held)
+                start = max(start, finish)
+                admission = policy.admit(record, start)
+        except CapacityTooSmall as failure:
+            where = f"line {record.line}" if record.line is not None else f"request {position}"
+            raise UsageError(
+                f"capacity of {options.cache_blocks} blocks cannot hold the request at {where}"
+                f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
+                f" {block_size}); raise --cache-blocks / --cache-gb"
+            ) from None
+        cached = admission.cached_tokens
+        # TtftModel.predict, inlined: this loop runs once per request of traces of millions
+        num_tokens = record.input_length
+        cold_pairs = num_tokens * (num_tokens + 1) // 2
+        cold = overhead + per_token * num_tokens + per_pair * cold_pairs
+        prefill = cold - per_token * cached - per_pair * (cached * (cached + 1) // 2)
+        ttft = (start - now) + prefill  # queueing for room in the cache, then prefill
+        if timed:
+            finish = start + prefill + record.output_length * decode_ms_per_token
+            heapq.heappush(running, (finish, position, admission))
+        else:
+            policy.release(admission)
+        query_tokens += record.input_length
+        hit_tokens += cached
+        hit_requests += admission.hit_blocks > 0
+        ttfts.append(ttft)
+        ttfts_cold.append(cold)
+        if record.observed_cached_tokens is not None:
+            observed = (observed or 0) + record.observed_cached_tokens
+        if keep_requests:
+            outcomes.append(
+                RequestOutcome(
+                    record.index,
+                    record.line,
+                    record.timestamp_ms,
+                    record.input_length,
+                    cached,
+                    round(ttft, 3),
+                    round(cold, 3),
+                    start,
+                    record.observed_cached_tokens,
+                )
+            )
+        if check_every and position % check_every == 0:
+            policy.check_integrity()
+        if progress is not None and position % 1000 == 999:
+            progress(1000)
+    while running:
+        policy.release(heapq.heappop(running)[2])
+    if check_every:
+        policy.check_integrity()
+    return _report(
+        trace,
+        options,
+        policy,
+        block_size,
+        query_tokens,
+        hit_tokens,
+        hit_requests,
+        ttfts,
+        ttfts_cold,
+        observed,
+        outcomes,
+    )
+
+
+def _distribution(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    mean = sum(ordered) / len(ordered) if ordered else 0.0
+    return {
+        "mean": round(mean, 3),
+        "p50": round(percentile(ordered, 0.5), 3),
+        "p90": round(percentile(ordered, 0.9), 3),
+        "p99": round(percentile(ordered, 0.99), 3),
+    }
+
+
+def _report(
+    trace,
+    options,
+    policy,
+    block_size,
+    query_tokens,
+    hit_tokens,
+    hit_requests,
+    ttfts,
+    ttfts_cold,
+    observed,
+    outcomes,
+) -> ReplayReport:
+    num_requests = len(trace.records)
+    bill = None
+    if isinstance(policy, ProviderPolicy):
+        profile = policy.profile
+        price = profile.input_price_per_mtok / 1e6
+        without = query_tokens * price
+        with_cache = (
+            hit_tokens * profile.cached_read_multiplier
+            + (query_tokens - hit_tokens) * profile.cache_write_multiplier
+        ) * price
+        bill = Bill(
+            profile.input_price_per_mtok,
+            profile.cached_read_multiplier,
+            profile.cache_write_multiplier,
+            round(without, 6),
+            round(with_cache, 6),
+            round(1 - with_cache / without, 6) if without else 0.0,
+        )
+    capacity = options.cache_blocks if options.policy in ENGINE_POLICIES else None
+    return ReplayReport(
+        source=trace.source,
+        trace_format=trace.format,
+        policy=options.policy,
+        concurrency=options.concurrency,
+        block_size=block_size,
+        capacity_blocks=capacity,
+        requests=num_requests,
+        query_tokens=query_tokens,
+        hit_tokens=hit_tokens,
+        token_hit_rate=hit_tokens / query_tokens if query_tokens else 0.0,
+        request_hit_rate=hit_requests / num_requests if num_requests else 0.0,
+        hit_requests=hit_requests,
+        evicted_blocks=policy.evicted_blocks,
+        peak_used_blocks=policy.peak_used_blocks,
+        kv_bytes_per_token=options.kv_bytes_per_token,
+        kv_bytes_saved=hit_tokens * options.kv_bytes_per_token,
+        prefill_tokens_saved=hit_tokens,
+        skipped_lines=trace.num_skipped,
+        reordered=trace.reordered,
+        ttft_ms=_distribution(ttfts),
+        ttft_uncached_ms=_distribution(ttfts_cold),
+        bill=bill,
+        observed_cached_tokens=observed,
+        per_request=outcomes,
+    )
+
+
+def min_capacity_blocks(trace: Trace, block_size: int) -> int:
+    """The smallest cache that holds the largest request (blocks)."""
+    if trace.block_size is not None:
+        return max(len(r.hash_ids or ()) for r in trace.records)
+    return max(cdiv(r.input_length, block_size) for r in trace.records)
+
+
+def sweep_capacities(trace: Trace, options: SimulationOptions, points: int = 8) -> list[int]:
+    """Capacities from the smallest feasible to the unlimited footprint, geometric steps."""
+    block_size = trace.block_size or options.block_size
+    low = max(min_capacity_blocks(trace, block_size), 1)
+    from dataclasses import replace
+
+    unlimited = simulate(trace, replace(options, cache_blocks=None, policy="vllm"))
+    high = max(unlimited.peak_used_blocks, low)
+    if high == low or points < 2:
+        return [low]
+    ratio = (high / low) ** (1 / (points - 1))
+    values = sorted({max(low, min(high, round(low * ratio**step))) for step in range(points)})
+    return values

@@ -1,0 +1,121 @@
+"""The embedded default renderer: the gpt-oss chat format (harmony) over tiktoken's o200k_harmony.
+
+A Chat Completions request becomes harmony messages the way a serving engine builds them:
+
+- a system message: model identity, knowledge cutoff, `Current date:` (pinned by `--date`, since
+  a moving date breaks every prefix), `Reasoning:` (the request's `reasoning_effort`, default
+  medium), the valid channels, and the tools-calling note when function tools exist;
+- a developer message: `# Instructions` (the first message, when it is a system or developer
+  message) and `# Tools` (every function tool as a TypeScript-like signature);
+- user turns; assistant turns on the `final` channel; assistant tool calls on the `commentary`
+  channel to `functions.NAME` with `<|constrain|>json`, the arguments as the client sent them;
+  tool results from `functions.NAME` to the assistant; later system or developer messages as
+  developer messages in place;
+- reasoning (`reasoning_content`) on the `analysis` channel, kept only after the last assistant
+  answer on the `final` channel, as the format asks: older chains of thought are dropped;
+- the generation prompt `<|start|>assistant`.
+
+Text from the request is ordinary text even when it spells a special token such as `<|end|>`;
+only the markers the format writes are special tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from itertools import accumulate
+from operator import itemgetter, methodcaller
+
+from pcache.prompt.harmony_messages import SPECIAL_MARKERS, conversation_pieces
+from pcache.prompt.harmony_schema import Piece
+from pcache.prompt.plain import TiktokenEncoder
+from pcache.prompt.rendered import Span, assemble
+from pcache.prompt.request import Request
+from pcache.prompt.tokenizer import RenderOptions
+
+LAYOUT_VERSION = "pcache-harmony-gpt-oss-v1"
+"""Bump when the rendered layout changes: it is bound into pcache's hash namespace."""
+_REMEMBERED_LAYOUTS = 8
+_without_continuation_bytes = methodcaller("translate", None, bytes(range(0x80, 0xC0)))
+_IS_CONTINUATION = bytes(1 if 0x80 <= byte < 0xC0 else 0 for byte in range(256))
+
+
+class HarmonyRenderer(TiktokenEncoder):
+    """gpt-oss / harmony chat format, rendered by pcache's own code, with o200k_harmony."""
+
+    def __init__(self) -> None:
+        super().__init__("o200k_harmony")
+        self.name = "gpt-oss"
+        self.template_digest = hashlib.sha256(LAYOUT_VERSION.encode()).hexdigest()
+        self._special_ids = {
+            marker: self.encoding.encode_single_token(marker)
+            for marker in (*SPECIAL_MARKERS, "<|return|>")
+        }
+        self._layouts: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
+        pieces = conversation_pieces(request, options)
+        text, spans = assemble(pieces, request)
+        self._remember(text, pieces)
+        return text, spans
+
+    def _remember(self, text: str, pieces: list[Piece]) -> None:
+        """Note where the format's own special tokens are, for `encode` of this text."""
+        markers: list[tuple[int, int]] = []
+        offset = 0
+        for piece, path in pieces:
+            if path is None and piece in self._special_ids:
+                markers.append((offset, offset + len(piece)))
+            else:
+                assert path is not None or "<|" not in piece, f"marker inside {piece!r}"
+            offset += len(piece)
+        self._layouts[text] = markers
+        self._layouts.move_to_end(text)
+        while len(self._layouts) > _REMEMBERED_LAYOUTS:
+            self._layouts.popitem(last=False)
+
+    # -- tokenizing ---------------------------------------------------------------------------
+
+    def encode(self, text: str) -> list[int]:
+        """Special tokens are the format's markers; request text is encoded as ordinary text.
+
+        Text this renderer produced is split at the markers it wrote; any other text is
+        encoded with every special token recognized.
+        """
+        markers = self._layouts.get(text)
+        if markers is None:
+            return self.encoding.encode(text, allowed_special="all")
+        token_ids: list[int] = []
+        position = 0
+        for start, end in markers:
+            if start > position:
+                token_ids += self.encoding.encode_ordinary(text[position:start])
+            token_ids.append(self._special_ids[text[start:end]])
+            position = end
+        if position < len(text):
+            token_ids += self.encoding.encode_ordinary(text[position:])
+        return token_ids
+
+    def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
+        token_ids = self.encode(text)
+        token_bytes = self.encoding.decode_tokens_bytes(token_ids)
+        assert b"".join(token_bytes) == text.encode(), "tokens do not spell the text"
+        return token_ids, token_starts(token_bytes, text.isascii())
+
+
+def token_starts(token_bytes: list[bytes], is_ascii: bool) -> list[int]:
+    """Each token's first character; a token that begins inside a character points at it."""
+    if not token_bytes:
+        return []
+    if is_ascii:
+        return [0, *accumulate(map(len, token_bytes[:-1]))]
+    characters = map(len, map(_without_continuation_bytes, token_bytes[:-1]))
+    starts = [0, *accumulate(characters)]
+    first_bytes = bytes(map(itemgetter(0), token_bytes)).translate(_IS_CONTINUATION)
+    index = first_bytes.find(1)
+    while index >= 0:
+        starts[index] = max(0, starts[index] - 1)
+        index = first_bytes.find(1, index + 1)
+    return starts

@@ -1,0 +1,227 @@
+"""Hugging Face models: `tokenizer.json` through `tokenizers`, the chat template through Jinja.
+
+`--tokenizer DIR_OR_HUB_ID` lands here. The runtime path never imports transformers or torch and
+never runs model code (`trust_remote_code` does not exist here): the template is rendered in
+pcache's sandboxed copy of transformers' environment (`chat_jinja`), with the same inputs
+`apply_chat_template` gives it, and the text is encoded with `add_special_tokens=False`, so the
+ids equal `apply_chat_template(..., tokenize=True)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pcache.errors import InputError, TokenizerError
+from pcache.prompt.chat_jinja import (
+    TemplateRaised,
+    make_environment,
+    pinned_date,
+    template_messages,
+)
+from pcache.prompt.hf_files import ModelFiles, locate_model_files
+from pcache.prompt.provenance import locate_spans
+from pcache.prompt.rendered import Span
+from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.tokenizer import Renderer, RenderOptions
+
+SPECIAL_TOKEN_NAMES = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+)
+"""The named special tokens transformers passes to a template as variables."""
+
+CLOCK_PROBE_DATES = ("2001-02-03", "2019-11-28")
+
+
+class HFTemplateRenderer:
+    """A Hugging Face tokenizer plus its chat template(s), compiled once."""
+
+    def __init__(
+        self,
+        label: str,
+        tokenizer: Any,
+        templates: dict[str, str],
+        special_tokens: dict[str, str],
+        tokenizer_digest: str,
+    ):
+        assert "default" in templates or len(templates) == 1 or "tool_use" in templates
+        self.label = label
+        self.tokenizer = tokenizer
+        self.templates = templates
+        self.special_tokens = special_tokens
+        self.name = f"hf:{label}@{tokenizer_digest[:12]}"
+        self.template_digest = _digest_templates(templates)
+        environment = make_environment()
+        self._compiled: dict[str, Any] = {}
+        for key, source in templates.items():
+            try:
+                self._compiled[key] = environment.from_string(source)
+            except Exception as error:  # jinja2.TemplateSyntaxError and friends
+                where = f" line {error.lineno}" if getattr(error, "lineno", None) else ""
+                raise TokenizerError(
+                    f"{label}: chat template {key!r} does not parse{where}: {_one_line(error)}"
+                ) from None
+
+    def template_key(self, has_tools: bool) -> str:
+        """Which template applies, as transformers picks it (`tool_use` when tools are given)."""
+        if len(self.templates) == 1:
+            return next(iter(self.templates))
+        if has_tools and "tool_use" in self.templates:
+            return "tool_use"
+        return "default" if "default" in self.templates else "tool_use"
+
+    def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
+        if not request.messages:
+            raise InputError(request.label, "no messages to apply the chat template to")
+        tools = request.tools or None
+        template = self._compiled[self.template_key(tools is not None)]
+        variables = {**self.special_tokens, **options.template_kwargs}
+
+        def render_messages(messages: list[dict[str, Any]]) -> str:
+            with pinned_date(options.date):
+                return template.render(
+                    messages=template_messages(messages),
+                    tools=tools,
+                    documents=None,
+                    add_generation_prompt=options.add_generation_prompt,
+                    **variables,
+                )
+
+        try:
+            text = render_messages(request.messages)
+        except TemplateRaised as error:
+            raise TokenizerError(
+                f"{request.label}: the {self.label} chat template refused the request:"
+                f" {_one_line(error)}"
+            ) from None
+        except Exception as error:  # errors inside an untrusted template are input problems
+            raise TokenizerError(
+                f"{request.label}: the {self.label} chat template failed:"
+                f" {type(error).__name__}: {_one_line(error)}"
+            ) from None
+        return text, locate_spans(text, request, render_messages)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        starts: list[int] = []
+        previous = 0
+        for start, _ in encoding.offsets:
+            previous = max(previous, start)
+            starts.append(previous)
+        return encoding.ids, starts
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=False)
+
+
+def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
+    """The renderer of a local model directory or a hub id (from the local cache first)."""
+    from tokenizers import Tokenizer
+
+    files = locate_model_files(name_or_path)
+    data = files.tokenizer.read_bytes()
+    try:
+        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as error:
+        message = f"{files.tokenizer}: not a loadable tokenizer: {_one_line(error)}"
+        raise TokenizerError(message) from None
+    config = _read_json(files.config) if files.config else {}
+    templates = _templates(files, config)
+    special_tokens = _special_tokens(files, config)
+    digest = hashlib.sha256(data).hexdigest()
+    return HFTemplateRenderer(files.label, tokenizer, templates, special_tokens, digest)
+
+
+def template_calls_clock(renderer: Renderer, request: Request | None = None) -> bool:
+    """Whether the rendered tokens change with the date: renders `request` (or a small probe)
+    at two pinned dates. A Hugging Face template that never names `strftime_now` is skipped."""
+    templates = getattr(renderer, "templates", None)
+    if isinstance(templates, dict) and not any("strftime_now" in t for t in templates.values()):
+        return False
+    probe = request or request_from_document(
+        {"messages": [{"role": "system", "content": "Hi."}, {"role": "user", "content": "Hi."}]},
+        "<clock probe>",
+    )
+    tokens = []
+    for date in CLOCK_PROBE_DATES:
+        text, _ = renderer.render_text(probe, RenderOptions(date=date))
+        tokens.append(renderer.encode(text))
+    return tokens[0] != tokens[1]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise TokenizerError(f"{path}: cannot read: {_one_line(error)}") from None
+    except json.JSONDecodeError as error:
+        raise TokenizerError(f"{path}:{error.lineno}:{error.colno}: {error.msg}") from None
+    if not isinstance(value, dict):
+        raise TokenizerError(f"{path}: expected a JSON object")
+    return value
+
+
+def _templates(files: ModelFiles, config: dict[str, Any]) -> dict[str, str]:
+    """The chat templates, as transformers reads them: the .jinja file wins over the config."""
+    if files.template is not None:
+        try:
+            return {"default": files.template.read_text(encoding="utf-8")}
+        except (OSError, UnicodeDecodeError) as error:
+            raise TokenizerError(f"{files.template}: cannot read: {_one_line(error)}") from None
+    value = config.get("chat_template")
+    if isinstance(value, str):
+        return {"default": value}
+    if isinstance(value, list):
+        named = {
+            item["name"]: item["template"]
+            for item in value
+            if isinstance(item, dict)
+            and isinstance(item.get("name"), str)
+            and isinstance(item.get("template"), str)
+        }
+        if named and ("default" in named or "tool_use" in named or len(named) == 1):
+            return named
+        if named:
+            raise TokenizerError(
+                f"{files.label}: several chat templates ({', '.join(sorted(named))}) and no default"
+            )
+    raise TokenizerError(
+        f"{files.label}: no chat template (neither chat_template.jinja nor a `chat_template`"
+        " in tokenizer_config.json)"
+    )
+
+
+def _special_tokens(files: ModelFiles, config: dict[str, Any]) -> dict[str, str]:
+    tokens: dict[str, str] = {}
+    sources = [_read_json(files.special_tokens) if files.special_tokens else {}, config]
+    for source in sources:
+        for name in SPECIAL_TOKEN_NAMES:
+            value = source.get(name)
+            if isinstance(value, dict):
+                value = value.get("content")
+            if isinstance(value, str):
+                tokens[name] = value
+    return tokens
+
+
+def _digest_templates(templates: dict[str, str]) -> str:
+    if len(templates) == 1:
+        return hashlib.sha256(next(iter(templates.values())).encode("utf-8")).hexdigest()
+    canonical = json.dumps(templates, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return " ".join(text.split())[:300]

@@ -1,0 +1,1 @@
+"""Replay traces: readers of every supported format, and synthesis."""

@@ -1,0 +1,186 @@
+"""Read replay traces, auto-detecting the format from the first valid line.
+
+Formats:
+- `mooncake`: `{"timestamp": ms, "input_length", "output_length", "hash_ids": [...]}`,
+  512-token blocks (a `block_size` key overrides it; pcache's synthetic hash-id traces set it);
+- `bailian`: Alibaba Bailian usage traces (`chat_id`, `parent_chat_id`, `turn`, `timestamp`
+  in seconds, `hash_ids` of 16-token blocks);
+- `requests`: any request body pcache reads (OpenAI, Anthropic, Batch API lines, `prompt`,
+  `token_ids`) with optional `timestamp` (ms or ISO 8601), `session_id`, `output_length` and
+  observed `usage`; prompts are rendered and tokenized with the real tokenizer.
+
+A malformed line is skipped and counted, or fails the run with `strict`. Records out of
+timestamp order are sorted (stable) and `Trace.reordered` is set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pcache.errors import InputError, UsageError
+from pcache.prompt.loading import Document, iter_documents
+from pcache.traces.record import Trace, TraceRecord
+
+FORMATS = ("auto", "mooncake", "bailian", "requests")
+MOONCAKE_BLOCK_SIZE = 512
+BAILIAN_BLOCK_SIZE = 16
+_BAILIAN_KEYS = ("chat_id", "parent_chat_id", "turn")
+
+
+def detect_format(value: Any) -> str:
+    if isinstance(value, dict) and "hash_ids" in value:
+        return "bailian" if any(key in value for key in _BAILIAN_KEYS) else "mooncake"
+    return "requests"
+
+
+def _int_field(value: dict, key: str, required: bool = True) -> int:
+    number = value.get(key)
+    if number is None and not required:
+        return 0
+    if type(number) is not int or number < 0:
+        raise ValueError(f"`{key}` must be a non-negative integer")
+    return number
+
+
+def _check_hash_ids(hash_ids: Any) -> None:
+    # map(type) and set() run at C speed; bools and floats are not ids
+    if type(hash_ids) is not list or (hash_ids and set(map(type, hash_ids)) != {int}):
+        raise ValueError("`hash_ids` must be a list of integers")
+
+
+def _hash_record(value: Any, index: int, line: int | None, fmt: str) -> TraceRecord:
+    if type(value) is not dict:
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    hash_ids = value.get("hash_ids")
+    _check_hash_ids(hash_ids)
+    input_length = value.get("input_length")
+    if type(input_length) is not int or input_length < 0:
+        input_length = _int_field(value, "input_length")
+    output_length = value.get("output_length", 0)
+    if type(output_length) is not int or output_length < 0:
+        output_length = _int_field(value, "output_length", required=False)
+    stamp = value.get("timestamp", 0)
+    if type(stamp) is not int and type(stamp) is not float:
+        raise ValueError("`timestamp` must be a number")
+    session = value.get("session_id", value.get("chat_id"))
+    return TraceRecord(
+        index,
+        line,
+        stamp * 1000.0 if fmt == "bailian" else float(stamp),
+        input_length,
+        output_length,
+        None,
+        hash_ids,
+        None if session is None else str(session),
+    )
+
+
+def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
+    """Renders request bodies with the real tokenizer (`settings`: pipeline Settings)."""
+    from pcache.prompt.render import render, resolve_renderer
+    from pcache.prompt.request import request_from_document
+
+    renderer = None
+
+    def convert(value: Any, source: str, index: int, line: int | None) -> TraceRecord:
+        request = request_from_document(value, source, line)
+        if request.token_ids is not None:
+            token_ids = list(request.token_ids)
+        else:
+            nonlocal renderer
+            if renderer is None:
+                renderer = resolve_renderer(settings.tokenizer)
+            token_ids = list(render(request, renderer, settings.render_options()).token_ids)
+        cached = None
+        if isinstance(request.usage, dict):
+            details = request.usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                cached = details["cached_tokens"]
+            elif isinstance(request.usage.get("cache_read_input_tokens"), int):
+                cached = request.usage["cache_read_input_tokens"]
+        return TraceRecord(
+            index=index,
+            line=line,
+            timestamp_ms=request.timestamp if request.timestamp is not None else 0.0,
+            input_length=len(token_ids),
+            output_length=request.output_length or 0,
+            token_ids=token_ids,
+            session_id=request.session_id,
+            cache_salt=settings.cache_salt or request.cache_salt,
+            observed_cached_tokens=cached,
+        )
+
+    return convert
+
+
+def read_trace(
+    path: str | os.PathLike[str],
+    *,
+    trace_format: str = "auto",
+    strict: bool = False,
+    settings: Any = None,
+    block_size: int | None = None,
+) -> Trace:
+    """Read every record of a trace file (`settings`: a `pcache.pipeline.Settings`)."""
+    if trace_format not in FORMATS:
+        raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
+    from pcache.prompt.loading import display_name
+
+    source = display_name(path)
+    trace = Trace(source=source, format=trace_format, block_size=None)
+    convert_request = None
+    has_stamp = False
+    for item in iter_documents(path, skip_errors=not strict):
+        if isinstance(item, InputError):
+            trace.skipped.append(str(item))
+            continue
+        assert isinstance(item, Document)
+        if trace.format == "auto":
+            trace.format = detect_format(item.value)
+        index = len(trace.records)
+        try:
+            if trace.format in ("mooncake", "bailian"):
+                record = _hash_record(item.value, index, item.line, trace.format)
+                if isinstance(item.value, dict) and "block_size" in item.value:
+                    size = item.value["block_size"]
+                    if type(size) is not int or size < 1:
+                        raise ValueError("`block_size` must be a positive integer")
+                    trace.block_size = size
+                has_stamp = has_stamp or "timestamp" in item.value
+            else:
+                if convert_request is None:
+                    from pcache.pipeline import Settings
+
+                    convert_request = _request_converter(settings or Settings())
+                record = convert_request(item.value, source, index, item.line)
+                has_stamp = has_stamp or (
+                    isinstance(item.value, dict) and "timestamp" in item.value
+                )
+        except (ValueError, InputError) as failure:
+            if isinstance(failure, InputError):
+                message = str(failure)
+            else:
+                where = f"{source}:{item.line}" if item.line is not None else source
+                message = f"{where}: {failure}"
+            if strict:
+                if isinstance(failure, InputError):
+                    raise
+                raise InputError(source, str(failure), item.line) from None
+            trace.skipped.append(message)
+            continue
+        trace.records.append(record)
+    if not trace.records:
+        raise InputError(source, "no valid requests in the trace")
+    if trace.format in ("mooncake", "bailian") and trace.block_size is None:
+        trace.block_size = MOONCAKE_BLOCK_SIZE if trace.format == "mooncake" else BAILIAN_BLOCK_SIZE
+    if block_size is not None and trace.format in ("mooncake", "bailian"):
+        trace.block_size = block_size
+    trace.has_timestamps = has_stamp
+    stamps = [record.timestamp_ms for record in trace.records]
+    if any(later < earlier for earlier, later in itertools.pairwise(stamps)):
+        trace.records.sort(key=lambda record: record.timestamp_ms)
+        trace.reordered = True
+    return trace

@@ -1,0 +1,43 @@
+"""`TraceRecord`: one request of a replay trace, whatever file format it came from.
+
+A record carries either `token_ids` (pcache request JSONL, rendered with the real tokenizer,
+or token-id traces) or `hash_ids` (Mooncake, Bailian: one id per block of `block_size`
+tokens; equal ids are reusable KV blocks, the last block may be partial).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class TraceRecord:
+    """One request: when it arrived, its prompt (token ids or block ids), and its output."""
+
+    index: int
+    line: int | None
+    timestamp_ms: float
+    input_length: int
+    output_length: int = 0
+    token_ids: list[int] | None = None
+    hash_ids: list[int] | None = None
+    session_id: str | None = None
+    cache_salt: str | None = None
+    observed_cached_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class Trace:
+    """All records of a trace in arrival order, and what reading it noticed."""
+
+    source: str
+    format: str
+    block_size: int | None
+    records: list[TraceRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    reordered: bool = False
+    has_timestamps: bool = False
+
+    @property
+    def num_skipped(self) -> int:
+        return len(self.skipped)

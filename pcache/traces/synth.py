@@ -1,0 +1,248 @@
+"""Synthetic workloads (`pcache trace synth`), seeded and deterministic.
+
+Workloads:
+- `shared-prefix`: SGLang's generated-shared-prefix shape: `groups` system prompts of
+  `system_len` tokens, `prompts_per_group` questions of `question_len` tokens each, outputs of
+  `output_len`; a group is picked round-robin, or by Zipf popularity with `zipf_alpha`.
+- `chat`: multi-turn sessions, append-only (each turn resends the whole history); with
+  `window` > 0 only the last `window` turns are kept, so the prefix after the system prompt
+  changes every turn once the window is full.
+- `agent`: sessions with tool definitions after the system prompt; every step appends an
+  assistant tool call and its result.
+
+Arrivals: `poisson` (exponential gaps at `rate` requests/s) or `bursty` (gamma gaps with a
+coefficient of variation of 2, same mean); turns of one session follow each other after
+an exponential think time.
+
+A prompt is a list of segments (id, length); segments shared between requests are what a
+cache can reuse. Outputs: `requests` (OpenAI chat bodies with words as text), `token-ids`
+(`{"token_ids": [...]}` bodies) or `hash-ids` (Mooncake-style lines with `block_size`, one
+id per block of the concatenated prompt; equal prefixes give equal ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from pcache.errors import UsageError
+
+WORKLOADS = ("shared-prefix", "chat", "agent")
+OUTPUTS = ("requests", "token-ids", "hash-ids")
+ARRIVALS = ("poisson", "bursty")
+VOCABULARY_SIZE = 50_000
+_WORDS = (  # noqa: SIM905
+    "the of and to in is that for it as was with be by on not he this are or his from at which"
+    " but have an they you were her she there been one all we their has would when if so no"
+    " what up out can about into them more some could time these two may then do first any my"
+    " now such like our over man me even most made after also did many before must through"
+    " back years where much your way well down should because each just those people how too"
+    " little state good very make world still own see men work long get here between both life"
+    " being under never day same another know while last might us great old year off come"
+    " since against go came right used take three"
+).split()
+
+
+@dataclass(frozen=True, slots=True)
+class SynthOptions:
+    """Knobs of a synthetic workload."""
+
+    workload: str = "shared-prefix"
+    num_requests: int = 1000
+    seed: int = 0
+    arrival: str = "poisson"
+    rate: float = 10.0
+    groups: int = 64
+    prompts_per_group: int = 16
+    system_len: int = 2048
+    question_len: int = 128
+    output_len: int = 256
+    zipf_alpha: float | None = None
+    turns: int = 8
+    turn_len: int = 128
+    window: int = 0
+    tools_len: int = 1024
+    think_time_s: float = 10.0
+    output: str = "requests"
+    block_size: int = 16
+
+    def __post_init__(self) -> None:
+        if self.workload not in WORKLOADS:
+            raise UsageError(f"--workload must be one of {', '.join(WORKLOADS)}")
+        if self.output not in OUTPUTS:
+            raise UsageError(f"--output-format must be one of {', '.join(OUTPUTS)}")
+        if self.arrival not in ARRIVALS:
+            raise UsageError("--arrival must be poisson or bursty")
+        if self.num_requests < 1 or self.rate <= 0 or self.block_size < 1:
+            raise UsageError("--num-requests, --rate and --block-size must be positive")
+        for name in ("groups", "prompts_per_group", "turns"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.zipf_alpha is not None and self.zipf_alpha <= 0:
+            raise UsageError("--zipf-alpha must be positive")
+
+
+@dataclass(slots=True)
+class SynthRequest:
+    """One synthetic request: arrival, session, prompt segments (role, id, length), output."""
+
+    timestamp_ms: int
+    session_id: str
+    segments: list[tuple[str, int, int]]
+    output_length: int
+
+    @property
+    def input_length(self) -> int:
+        return sum(length for _, _, length in self.segments)
+
+
+def _gaps(rng: np.random.Generator, options: SynthOptions, count: int) -> np.ndarray:
+    mean_ms = 1000.0 / options.rate
+    if options.arrival == "poisson":
+        return rng.exponential(mean_ms, count)
+    shape = 0.25  # coefficient of variation 2
+    return rng.gamma(shape, mean_ms / shape, count)
+
+
+def _shared_prefix(rng: np.random.Generator, options: SynthOptions) -> list[SynthRequest]:
+    arrivals = np.cumsum(_gaps(rng, options, options.num_requests))
+    if options.zipf_alpha is not None:
+        weights = 1.0 / np.arange(1, options.groups + 1) ** options.zipf_alpha
+        groups = rng.choice(options.groups, options.num_requests, p=weights / weights.sum())
+    else:
+        groups = np.arange(options.num_requests) % options.groups
+    questions = rng.integers(0, options.prompts_per_group, options.num_requests)
+    requests = []
+    for index in range(options.num_requests):
+        group = int(groups[index])
+        question = group * options.prompts_per_group + int(questions[index])
+        segments = [
+            ("system", 1 + group, options.system_len),
+            ("user", 1_000_000 + question, options.question_len),
+        ]
+        requests.append(
+            SynthRequest(int(arrivals[index]), f"group-{group}", segments, options.output_len)
+        )
+    return requests
+
+
+def _sessions(rng: np.random.Generator, options: SynthOptions) -> list[SynthRequest]:
+    agent = options.workload == "agent"
+    num_sessions = max(1, -(-options.num_requests // options.turns))
+    starts = np.cumsum(_gaps(rng, options, num_sessions)) * options.turns
+    requests = []
+    next_segment = 10_000_000
+    for session in range(num_sessions):
+        head = [("system", 1, options.system_len)]
+        if agent:
+            head.append(("tools", 2, options.tools_len))
+        history: list[tuple[str, int, int]] = []
+        clock = float(starts[session])
+        for _turn in range(options.turns):
+            if len(requests) >= options.num_requests:
+                break
+            next_segment += 1
+            role = "tool" if agent and history else "user"
+            turn = [(role, next_segment, options.turn_len)]
+            kept = history[-2 * options.window :] if options.window > 0 else history
+            requests.append(
+                SynthRequest(
+                    int(clock), f"session-{session}", head + kept + turn, options.output_len
+                )
+            )
+            next_segment += 1
+            history = history + turn + [("assistant", next_segment, options.output_len)]
+            clock += options.output_len * 20.0 + rng.exponential(options.think_time_s * 1000)
+    requests.sort(key=lambda request: request.timestamp_ms)
+    return requests
+
+
+def synthesize(options: SynthOptions) -> list[SynthRequest]:
+    rng = np.random.default_rng(options.seed)
+    if options.workload == "shared-prefix":
+        return _shared_prefix(rng, options)
+    return _sessions(rng, options)
+
+
+# -- rendering one request ------------------------------------------------------------------
+
+
+def segment_tokens(seed: int, segment_id: int, length: int) -> list[int]:
+    """The token ids of one segment: a function of (seed, segment id) only."""
+    rng = np.random.default_rng((seed, segment_id))
+    return rng.integers(1, VOCABULARY_SIZE, length).tolist()
+
+
+def segment_text(seed: int, segment_id: int, length: int) -> str:
+    rng = np.random.default_rng((seed, segment_id))
+    picks = rng.integers(0, len(_WORDS), length)
+    return " ".join(_WORDS[i] for i in picks)
+
+
+class BlockInterner:
+    """Ids for blocks of concatenated segments: equal prefixes give equal ids, chained."""
+
+    def __init__(self, block_size: int):
+        self.block_size = block_size
+        self.ids: dict = {}
+
+    def hash_ids(self, segments: list[tuple[str, int, int]]) -> list[int]:
+        ids, parent, pieces, filled = [], -1, [], 0
+        for _, segment_id, length in segments:
+            offset = 0
+            while offset < length:
+                take = min(self.block_size - filled, length - offset)
+                pieces.append((segment_id, offset, take))
+                filled += take
+                offset += take
+                if filled == self.block_size:
+                    parent = self._intern(parent, pieces)
+                    ids.append(parent)
+                    pieces, filled = [], 0
+        if pieces:
+            ids.append(self._intern(parent, pieces))
+        return ids
+
+    def _intern(self, parent: int, pieces: list) -> int:
+        key = (parent, tuple(pieces))
+        found = self.ids.get(key)
+        if found is None:
+            found = self.ids[key] = len(self.ids)
+        return found
+
+
+def iter_lines(options: SynthOptions, requests: list[SynthRequest]) -> Iterator[dict]:
+    """The JSON objects of the output, one per request."""
+    interner = BlockInterner(options.block_size)
+    for request in requests:
+        common = {
+            "timestamp": request.timestamp_ms,
+            "session_id": request.session_id,
+            "output_length": request.output_length,
+        }
+        if options.output == "hash-ids":
+            yield {
+                **common,
+                "input_length": request.input_length,
+                "hash_ids": interner.hash_ids(request.segments),
+                "block_size": options.block_size,
+            }
+        elif options.output == "token-ids":
+            tokens: list[int] = []
+            for _, segment_id, length in request.segments:
+                tokens.extend(segment_tokens(options.seed, segment_id, length))
+            yield {**common, "token_ids": tokens}
+        else:
+            messages = []
+            for role, segment_id, length in request.segments:
+                text = segment_text(options.seed, segment_id, length)
+                chat_role = "system" if role in ("system", "tools") else role
+                if role == "tool":
+                    chat_role = "user"
+                if messages and messages[-1]["role"] == chat_role:
+                    messages[-1]["content"] += "\n" + text
+                else:
+                    messages.append({"role": chat_role, "content": text})
+            yield {**common, "model": "synthetic", "messages": messages}

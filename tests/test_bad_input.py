@@ -1,0 +1,104 @@
+"""Bad input: one line on stderr naming the file, exit code 2, no traceback, no hang."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SAMPLES, run_pcache
+
+
+def one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("pcache: error: ")
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_malformed_json_names_line_and_column(cli, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{\n  "messages": [\n    {"role": "user", "content": "hi"},\n  ]\n}\n')
+    one_line_error(
+        cli("diff", bad, SAMPLES / "a.json", "-t", "o200k_base"), f"{bad}:3:38", "trailing comma"
+    )
+
+
+def test_missing_file(cli, tmp_path):
+    one_line_error(cli("hash", tmp_path / "nope.json", "-t", "o200k_base"), "no such file")
+
+
+def test_directory(cli, tmp_path):
+    one_line_error(cli("hash", tmp_path, "-t", "o200k_base"), "is a directory")
+
+
+def test_empty_file(cli, tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text("  \n")
+    one_line_error(cli("hash", empty, "-t", "o200k_base"), "empty")
+
+
+def test_binary_file(cli, tmp_path):
+    binary = tmp_path / "blob.json"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    one_line_error(cli("hash", binary, "-t", "o200k_base"), "binary")
+
+
+def test_huge_file_is_refused_without_reading_it(cli, tmp_path):
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as handle:
+        handle.truncate(1 << 30)  # sparse: 1 GiB without writing it
+    one_line_error(cli("hash", huge, "-t", "o200k_base"), "too large")
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        ([1, 2], "expected a JSON object"),
+        ({"foo": 1}, "unknown request shape"),
+        ({"messages": [{"content": "no role"}]}, "messages[0]"),
+        ({"token_ids": [1, -2]}, "token_ids"),
+        ({"prompt": 3}, "prompt"),
+        ({"messages": [], "tools": {"a": 1}}, "tools"),
+    ],
+)
+def test_unknown_or_invalid_shapes(cli, tmp_path, document, fragment):
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(document))
+    one_line_error(cli("hash", path, "-t", "o200k_base"), str(path), fragment)
+
+
+def test_jsonl_error_names_the_line(cli, tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"prompt": "a"}\n{"prompt": "b"\n')
+    one_line_error(cli("hash", log, "-t", "o200k_base"), f"{log}:2:")
+
+
+def test_unknown_tokenizer_fails_fast(cli):
+    one_line_error(cli("hash", SAMPLES / "a.json", "-t", "./no/such/model/dir"), "no/such/model")
+
+
+def test_bad_options(cli):
+    one_line_error(cli("hash", SAMPLES / "a.json", "--hash-algo", "md5"), "hash-algo")
+    one_line_error(cli("hash", SAMPLES / "a.json", "--date", "yesterday"), "--date")
+    one_line_error(
+        cli("diff", SAMPLES / "a.json", SAMPLES / "b.json", "--format", "xml"), "--format"
+    )
+    usage = cli("diff", SAMPLES / "a.json")
+    assert usage.exit_code == 2
+
+
+def test_subprocess_exit_codes_and_stdin():
+    bad = run_pcache("hash", "-", "-t", "o200k_base", input=b"{oops")
+    assert bad.returncode == 2
+    assert bad.stderr.decode().strip() == (
+        "pcache: error: <stdin>:1:2: invalid JSON: unexpected character, expected a string key"
+    )
+    same = run_pcache("diff", SAMPLES / "a.json", SAMPLES / "a.json", "-t", "o200k_base")
+    assert same.returncode == 0, same.stderr
+    different = run_pcache("diff", SAMPLES / "a.json", SAMPLES / "b.json", "-t", "o200k_base")
+    assert different.returncode == 1, different.stderr
+    assert b"Traceback" not in different.stderr
