@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 
 def median_seconds(function, runs: int) -> float:
@@ -39,10 +38,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from engine_helpers import save_reference_checkpoint
-
     from pcache.engine.config import EngineConfig
     from pcache.engine.engine import Engine
+    from tests.engine_helpers import save_reference_checkpoint
 
     with tempfile.TemporaryDirectory() as directory:
         overrides = {} if args.layers is None else {"num_hidden_layers": args.layers}

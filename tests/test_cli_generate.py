@@ -9,10 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from conftest import run_pcache  # noqa: E402
+from tests.conftest import run_pcache  # noqa: E402
 
 SHARED = list(range(1, 18))
-PROMPTS = [SHARED + [20, 21], SHARED + [30], [5, 6, 7]]
+PROMPTS = [[*SHARED, 20, 21], [*SHARED, 30], [5, 6, 7]]
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_text_prompt_and_text_output(cli):
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from engine_helpers import save_reference_checkpoint
+    from tests.engine_helpers import save_reference_checkpoint
 
     directory = tmp_path_factory.mktemp("tiny-qwen2")
     save_reference_checkpoint("tiny-qwen2", directory)

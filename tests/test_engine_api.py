@@ -9,11 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import ROOT  # noqa: E402
-
 from pcache.engine.config import EngineConfig  # noqa: E402
 from pcache.engine.engine import Engine  # noqa: E402
 from pcache.errors import EngineError  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
 
 PROMPTS = [list(range(1, 40)), list(range(50, 75)), [3, 4, 5], list(range(100, 160))]
 

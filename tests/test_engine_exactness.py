@@ -7,14 +7,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from engine_helpers import (  # noqa: E402
+from pcache.engine.config import EngineConfig  # noqa: E402
+from pcache.engine.engine import Engine  # noqa: E402
+from tests.engine_helpers import (  # noqa: E402
     reference_greedy,
     reference_greedy_batch,
     save_reference_checkpoint,
 )
-
-from pcache.engine.config import EngineConfig  # noqa: E402
-from pcache.engine.engine import Engine  # noqa: E402
 
 NUM_NEW_TOKENS = 32
 PROMPT_LENGTHS = (1, 7, 16, 17, 40)

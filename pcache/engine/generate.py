@@ -39,9 +39,7 @@ def load_prompt_ids(path: str) -> list[list[int]]:
             raise InputError(source, f"prompt {index}: expected a non-empty list of token ids")
         for token in prompt:
             if not isinstance(token, int) or isinstance(token, bool) or token < 0:
-                raise InputError(
-                    source, f"prompt {index}: token ids must be non-negative integers"
-                )
+                raise InputError(source, f"prompt {index}: token ids must be non-negative integers")
     return value
 
 

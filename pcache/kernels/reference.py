@@ -64,14 +64,10 @@ def attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale:
     gqa = q.shape[1] != k.shape[1]
     if query_len == 1 or query_len == seq_len:
         causal = query_len > 1
-        out = F.scaled_dot_product_attention(
-            q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
-        )
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
     else:
         offset = seq_len - query_len
         rows = torch.arange(query_len, device=query.device)[:, None] + offset
         mask = torch.arange(seq_len, device=query.device)[None, :] <= rows
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa
-        )
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
     return out.squeeze(0).transpose(0, 1)
