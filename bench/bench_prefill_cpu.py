@@ -18,14 +18,17 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def median_seconds(function, runs: int) -> float:
-    function()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
+def interleaved_medians(contenders: dict, runs: int) -> dict[str, float]:
+    """Warm each contender once, then time them in turns (so load changes hit all alike)."""
+    for function in contenders.values():
         function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(runs):
+        for name, function in contenders.items():
+            start = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
@@ -65,20 +68,22 @@ def main() -> None:
         with torch.inference_mode():
             reference(input_ids, use_cache=False, **options)
 
-    results = {
-        "pcache engine (logits of the last token)": median_seconds(engine_prefill, args.runs),
-        "transformers forward (logits of every token)": median_seconds(
-            transformers_forward, args.runs
-        ),
-        "transformers forward, logits_to_keep=1": median_seconds(
-            lambda: transformers_forward(logits_to_keep=1), args.runs
-        ),
-    }
+    results = interleaved_medians(
+        {
+            "pcache engine (logits of the last token)": engine_prefill,
+            "transformers forward (logits of every token)": transformers_forward,
+            "transformers forward, logits_to_keep=1": lambda: transformers_forward(
+                logits_to_keep=1
+            ),
+        },
+        args.runs,
+    )
     engine_time = results["pcache engine (logits of the last token)"]
     layers = reference.config.num_hidden_layers
     print(
         f"{args.preset} shape ({layers} layers), {args.tokens}-token prefill, fp32,"
-        f" {args.threads} threads, median of {args.runs} (torch {torch.__version__})"
+        f" {args.threads} threads, median of {args.runs} interleaved runs"
+        f" (torch {torch.__version__})"
     )
     for name, seconds in results.items():
         print(f"  {name:<46} {seconds * 1000:9.1f} ms   ratio {seconds / engine_time:5.2f}x")
