@@ -111,11 +111,9 @@ def load_checkpoint(model: CausalLM, directory: Path) -> None:
 
 def _expected_shards(model: CausalLM):
     for name, parameter in model.named_parameters():
-        del parameter
         if name == "lm_head.weight" and model.config.tie_word_embeddings:
             continue
-        shards = len(_shard_sizes(model, name))
-        for shard in range(shards):
+        for shard in range(len(_shard_sizes(model, name, parameter))):
             yield name, shard
 
 
@@ -126,17 +124,17 @@ def _target(model: CausalLM, checkpoint_name: str) -> tuple[str, int] | None:
     return checkpoint_name, 0
 
 
-def _shard_sizes(model: CausalLM, name: str) -> list[int]:
+def _shard_sizes(model: CausalLM, name: str, parameter) -> list[int]:
     config = model.config
     if ".qkv_proj." in name:
         return [config.q_size, config.kv_size, config.kv_size]
     if ".gate_up_proj." in name:
         return [config.intermediate_size, config.intermediate_size]
-    return [dict(model.named_parameters(remove_duplicate=False))[name].shape[0]]
+    return [parameter.shape[0]]
 
 
 def _copy_shard(model, parameter, name, shard, tensor, where: str) -> None:
-    sizes = _shard_sizes(model, name)
+    sizes = _shard_sizes(model, name, parameter)
     offset = sum(sizes[:shard])
     target = parameter.data.narrow(0, offset, sizes[shard]) if len(sizes) > 1 else parameter.data
     if tuple(tensor.shape) != tuple(target.shape):
