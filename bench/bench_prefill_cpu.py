@@ -18,7 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def interleaved_medians(contenders: dict, runs: int) -> dict[str, float]:
+def interleaved_times(contenders: dict, runs: int) -> dict[str, list[float]]:
     """Warm each contender once, then time them in turns (so load changes hit all alike)."""
     for function in contenders.values():
         function()
@@ -28,7 +28,7 @@ def interleaved_medians(contenders: dict, runs: int) -> dict[str, float]:
             start = time.perf_counter()
             function()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
 
 
 def main() -> None:
@@ -68,7 +68,7 @@ def main() -> None:
         with torch.inference_mode():
             reference(input_ids, use_cache=False, **options)
 
-    results = interleaved_medians(
+    times = interleaved_times(
         {
             "pcache engine (logits of the last token)": engine_prefill,
             "transformers forward (logits of every token)": transformers_forward,
@@ -78,15 +78,20 @@ def main() -> None:
         },
         args.runs,
     )
-    engine_time = results["pcache engine (logits of the last token)"]
     layers = reference.config.num_hidden_layers
+    engine_name = next(iter(times))
+    engine_times = times[engine_name]
     print(
         f"{args.preset} shape ({layers} layers), {args.tokens}-token prefill, fp32,"
-        f" {args.threads} threads, median of {args.runs} interleaved runs"
-        f" (torch {torch.__version__})"
+        f" {args.threads} threads, {args.runs} interleaved rounds (torch {torch.__version__})"
     )
-    for name, seconds in results.items():
-        print(f"  {name:<46} {seconds * 1000:9.1f} ms   ratio {seconds / engine_time:5.2f}x")
+    print(f"  {'':<46} {'median':>9}    {'median of per-round ratios to the engine'}")
+    for name, values in times.items():
+        ratios = [value / engine for value, engine in zip(values, engine_times, strict=True)]
+        print(
+            f"  {name:<46} {statistics.median(values) * 1000:7.0f} ms"
+            f"    {statistics.median(ratios):5.2f}x"
+        )
 
 
 if __name__ == "__main__":
