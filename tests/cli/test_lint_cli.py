@@ -209,7 +209,9 @@ def test_profile_changes_what_is_cacheable(cli):
     vllm = json.loads(cli("lint", CLEAN, *PLAIN, "--format", "json").stdout)
     openai = cli("lint", CLEAN, *PLAIN, "--profile", "openai", "--format", "json")
     data = json.loads(openai.stdout)
-    assert {f["code"] for f in data["findings"]} == {"PC501"}
+    # sent to OpenAI, the short shared prefix is below 1024 tokens and the sessions carry no
+    # prompt_cache_key; neither matters on a local engine
+    assert {f["code"] for f in data["findings"]} == {"PC501", "PC507"}
     assert data["summary"]["cacheable_ratio"] < vllm["summary"]["cacheable_ratio"]
 
 
