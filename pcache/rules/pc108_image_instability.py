@@ -110,7 +110,11 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     if not isinstance(raw_messages, list):
         return
     old_messages = ctx.previous.request.raw.get("messages") if ctx.previous else None
-    for index, message in enumerate(raw_messages):
+    start = 0
+    if isinstance(old_messages, list) and raw_messages[: len(old_messages)] == old_messages:
+        start = len(old_messages)  # history as sent before (compared at C speed): seen already
+    for index in range(start, len(raw_messages)):
+        message = raw_messages[index]
         images = _images(message)
         if (
             isinstance(old_messages, list)
