@@ -116,13 +116,28 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     beyond = min((p for p in reads if p >= last), default=None)
     if beyond is None:
         return
+    hits = [p for p in reads if any(q <= p < q + window for q in written)]
+    resume = _token_after(ctx, blocks, max(hits)) if hits else 0
     yield Violation(
         f"the breakpoint at block {beyond} is {beyond - last} blocks after the previous"
         f" request's cache write (block {last}); a read looks back only {window} blocks,"
         " so this request misses and writes again",
         raw_path(request, blocks[beyond]),
+        token_position=resume,
         fix_title=f"add a rolling breakpoint so writes are at most {window} blocks apart",
     )
+
+
+def _token_after(ctx: LintContext, blocks: list[str], position: int) -> int:
+    """First token after block `position` (an earlier breakpoint that still reads): from
+    there on the request is written again."""
+    if position + 1 >= len(blocks):
+        return len(ctx.current.token_ids)
+    path = raw_path(ctx.current.request, blocks[position + 1])
+    found = ctx.current.token_of_path(path)
+    if found is None:  # a block rendered under its message's path
+        found = ctx.current.token_of_path(path.split(".content[")[0])
+    return found or 0
 
 
 def _same_text(previous: Request, request: Request) -> bool:
