@@ -33,7 +33,7 @@ from typing import Any
 from pcache.prompt.request import KIND_ANTHROPIC
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.slots import raw_path, resolve
+from pcache.rules.slots import content_blocks, raw_path, resolve
 
 RULE = Rule(
     code="PC504",
@@ -51,8 +51,9 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     request = ctx.current.request
     if request.kind != KIND_ANTHROPIC:
         return
+    order = {path: position for position, path in enumerate(content_blocks(request))}
     markers = []
-    for path in request.breakpoints:
+    for path in sorted(request.breakpoints, key=lambda path: order.get(path, len(order))):
         block = resolve(request.raw, path)
         if isinstance(block, dict):
             markers.append((path, _ttl(block.get("cache_control"))))
