@@ -11,7 +11,9 @@
   unbounded radix tree; hits are rounded by `pcache.cache.profiles.reusable_tokens`.
 
 `admit` returns an `Admission` (cached tokens, blocks held), or None when the cache cannot
-hold the request now; `release` returns its blocks (their prefixes stay cached).
+hold the request now; `release` returns its blocks (their prefixes stay cached). `serve` is
+`admit` then `release` in one call (serial replay); for hash-id requests on the vLLM pool it
+is `BlockPool.replay_request`, one pass over the blocks.
 """
 
 from __future__ import annotations
@@ -112,6 +114,20 @@ class VllmPolicy:
         cached = min(num_hits * self.block_size, record.input_length)
         return Admission(cached, num_hits, blocks)
 
+    def serve(self, record: TraceRecord, now: float) -> tuple[int, int] | None:
+        """Admit and release at once (serial replay): (cached tokens, hit blocks), or None."""
+        hash_ids = record.hash_ids
+        if hash_ids is None:
+            admission = self._admit_tokens(record)
+            if admission is None:
+                return None
+            self.release(admission)
+            return admission.cached_tokens, admission.hit_blocks
+        if len(hash_ids) > self.capacity_blocks:
+            raise CapacityTooSmall(len(hash_ids))
+        num_hits = self.pool.replay_request(hash_ids, self.block_size)
+        return min(num_hits * self.block_size, record.input_length), num_hits
+
     def release(self, admission: Admission) -> None:
         handle = admission.handle
         if isinstance(handle, CacheRequest):
@@ -185,6 +201,14 @@ class RadixPolicy:
             return None
         self.tree.lock(node)
         return Admission(cached, cdiv(cached, self.block_size), node)
+
+    def serve(self, record: TraceRecord, now: float) -> tuple[int, int] | None:
+        """Admit and release at once (serial replay): (cached tokens, hit blocks), or None."""
+        admission = self.admit(record, now)
+        if admission is None:
+            return None
+        self.release(admission)
+        return admission.cached_tokens, admission.hit_blocks
 
     def release(self, admission: Admission) -> None:
         if isinstance(admission.handle, RadixNode):

@@ -31,6 +31,7 @@ from pcache.cache.policies import (
 from pcache.cache.profiles import load_profile
 from pcache.cache.ttft import TtftModel, percentile
 from pcache.errors import UsageError
+from pcache.gc_pause import paused_gc
 from pcache.traces.record import Trace
 
 ENGINE_POLICIES = ("vllm", "radix")
@@ -173,11 +174,23 @@ def simulate(
     check_every: int = 0,
 ) -> ReplayReport:
     """Replay `trace` under `options`; `progress(n)` is called every 1,000 requests."""
+    with paused_gc():
+        return _simulate(trace, options, progress, keep_requests, check_every)
+
+
+def _simulate(
+    trace: Trace,
+    options: SimulationOptions,
+    progress: Callable[[int], None] | None,
+    keep_requests: bool,
+    check_every: int,
+) -> ReplayReport:
     policy, block_size = _make_policy(trace, options)
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
     decode_ms_per_token = 1000.0 / options.decode_tokens_per_s
     timed = options.concurrency == "timed"
+    serve = policy.serve
     running: list[tuple[float, int, Admission]] = []
     outcomes: list[RequestOutcome] = []
     query_tokens = hit_tokens = hit_requests = 0
@@ -185,20 +198,25 @@ def simulate(
     ttfts_cold: list[float] = []
     observed = None
     for position, record in enumerate(trace.records):
-        now = record.timestamp_ms
-        if timed:
-            while running and running[0][0] <= now:
-                policy.release(heapq.heappop(running)[2])
+        now = start = record.timestamp_ms
         try:
-            admission = policy.admit(record, now)
-            start = now
-            while admission is None:
-                if not running:
+            if timed:
+                while running and running[0][0] <= now:
+                    policy.release(heapq.heappop(running)[2])
+                admission = policy.admit(record, now)
+                while admission is None:
+                    if not running:
+                        raise CapacityTooSmall(cdiv(record.input_length, block_size))
+                    finish, _, held = heapq.heappop(running)
+                    policy.release(held)
+                    start = max(start, finish)
+                    admission = policy.admit(record, start)
+                cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
+            else:  # admitted and released at once: nothing else holds blocks
+                served = serve(record, now)
+                if served is None:
                     raise CapacityTooSmall(cdiv(record.input_length, block_size))
-                finish, _, held = heapq.heappop(running)
-                policy.release(held)
-                start = max(start, finish)
-                admission = policy.admit(record, start)
+                cached, hit_blocks = served
         except CapacityTooSmall as failure:
             where = f"line {record.line}" if record.line is not None else f"request {position}"
             raise UsageError(
@@ -206,7 +224,6 @@ def simulate(
                 f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
                 f" {block_size}); raise --cache-blocks / --cache-gb"
             ) from None
-        cached = admission.cached_tokens
         # TtftModel.predict, inlined: this loop runs once per request of traces of millions
         num_tokens = record.input_length
         cold_pairs = num_tokens * (num_tokens + 1) // 2
@@ -216,11 +233,10 @@ def simulate(
         if timed:
             finish = start + prefill + record.output_length * decode_ms_per_token
             heapq.heappush(running, (finish, position, admission))
-        else:
-            policy.release(admission)
-        query_tokens += record.input_length
+        query_tokens += num_tokens
         hit_tokens += cached
-        hit_requests += admission.hit_blocks > 0
+        if hit_blocks:
+            hit_requests += 1
         ttfts.append(ttft)
         ttfts_cold.append(cold)
         if record.observed_cached_tokens is not None:
