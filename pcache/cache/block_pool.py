@@ -391,8 +391,9 @@ class BlockPool:
             queue.num_free_blocks += num_appended
         queue.prepend_n(evict_first)
 
-    def replay_request(self, block_hashes: Sequence[BlockHash], block_size: int) -> int:
-        """Serve one request of a serial replay and release it; returns its number of hits.
+    def replay_request(self, block_hashes: Sequence[BlockHash], block_size: int) -> int | None:
+        """Serve one request of a serial replay and release it; returns its number of hits,
+        or None (and changes nothing) when the free queue cannot hold it.
 
         The request's blocks are all full: the leading run of cached hashes is hit, every
         other hash gets a new block and is cached, then every block is freed, tail first.
@@ -480,6 +481,9 @@ class BlockPool:
         """`replay_request` through the general operations (any pool state)."""
         hits = self.cached_block_hash_to_block.leading_hits(block_hashes)
         num_hits = len(hits)
+        num_free_hits = sum(1 for block in hits if block.ref_cnt == 0)
+        if len(block_hashes) - num_hits + num_free_hits > self.get_num_free_blocks():
+            return None
         self.touch(hits)
         blocks = hits + self.get_new_blocks(len(block_hashes) - num_hits)
         self.cache_full_blocks(blocks, block_hashes, num_hits, len(block_hashes), block_size)

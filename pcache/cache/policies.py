@@ -126,6 +126,8 @@ class VllmPolicy:
         if len(hash_ids) > self.capacity_blocks:
             raise CapacityTooSmall(len(hash_ids))
         num_hits = self.pool.replay_request(hash_ids, self.block_size)
+        if num_hits is None:
+            return None
         return min(num_hits * self.block_size, record.input_length), num_hits
 
     def release(self, admission: Admission) -> None:
