@@ -130,3 +130,27 @@ def test_serial_and_timed_agree_when_requests_never_overlap():
         timed = simulate(trace, SimulationOptions(cache_blocks=capacity, concurrency="timed"))
         for key in ("hit_tokens", "hit_requests", "evicted_blocks", "peak_used_blocks"):
             assert getattr(serial, key) == getattr(timed, key), key
+
+
+@pytest.mark.parametrize("policy", ["vllm", "radix", "anthropic"])
+@pytest.mark.parametrize(
+    "name", ["mooncake_tiny.jsonl", "bailian_tiny.jsonl", "requests_tiny.jsonl", "random"]
+)
+def test_batched_serial_loop_equals_per_request_loop(name, policy):
+    """Without per-request rows, serial replays are served in batches and their TTFTs computed
+    afterwards; the report is the same as the per-request loop's (`keep_requests`)."""
+    from pcache.traces.record import Trace
+
+    if name == "random":
+        trace = Trace("random", "mooncake", 16, random_records(random.Random(3), 2500, 40))
+    else:
+        trace = read_trace(SAMPLES / "traces" / name)
+    block_size = trace.block_size or 16
+    largest = max(-(-record.input_length // block_size) for record in trace.records)
+    capacities = [None] if policy == "anthropic" else [None, largest, largest + 7]
+    for capacity in capacities:
+        options = SimulationOptions(policy=policy, cache_blocks=capacity)
+        batched = simulate(trace, options)
+        per_request = simulate(trace, options, keep_requests=True)
+        assert batched.to_dict() == per_request.to_dict()
+        assert len(per_request.per_request) == len(trace.records)

@@ -186,6 +186,8 @@ def _simulate(
     check_every: int,
 ) -> ReplayReport:
     policy, block_size = _make_policy(trace, options)
+    if options.concurrency == "serial" and not keep_requests and not check_every:
+        return _simulate_serial(trace, options, policy, block_size, progress)
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
     decode_ms_per_token = 1000.0 / options.decode_tokens_per_s
@@ -275,6 +277,66 @@ def _simulate(
         ttfts_cold,
         observed,
         outcomes,
+    )
+
+
+def _simulate_serial(
+    trace: Trace,
+    options: SimulationOptions,
+    policy,
+    block_size: int,
+    progress: Callable[[int], None] | None,
+) -> ReplayReport:
+    """`_simulate` for serial replays without per-request rows: each batch of 1,000 requests
+    is served in one call (`serve_all`), and the TTFTs are computed after the replay."""
+    records = trace.records
+    cached: list[int] = []
+    hit_requests = 0
+    for start in range(0, len(records), 1000):
+        batch = records[start : start + 1000]
+        try:
+            hit_requests += policy.serve_all(batch, cached)
+        except CapacityTooSmall as failure:
+            position = start + (failure.position or 0)
+            record = records[position]
+            where = f"line {record.line}" if record.line is not None else f"request {position}"
+            raise UsageError(
+                f"capacity of {options.cache_blocks} blocks cannot hold the request at {where}"
+                f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
+                f" {block_size}); raise --cache-blocks / --cache-gb"
+            ) from None
+        if progress is not None and len(batch) == 1000:
+            progress(1000)
+    model = options.ttft
+    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
+    lengths = [record.input_length for record in records]
+    # the same expressions as _simulate's, so that both give the same floats
+    ttfts_cold = [
+        overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
+        for num_tokens in lengths
+    ]
+    ttfts = [  # no queueing: a request starts when it arrives
+        cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)
+        for cold, hit in zip(ttfts_cold, cached, strict=True)
+    ]
+    observations = [
+        record.observed_cached_tokens
+        for record in records
+        if record.observed_cached_tokens is not None
+    ]
+    observed = sum(observations) if observations else None
+    return _report(
+        trace,
+        options,
+        policy,
+        block_size,
+        sum(lengths),
+        sum(cached),
+        hit_requests,
+        ttfts,
+        ttfts_cold,
+        observed,
+        [],
     )
 
 
