@@ -154,3 +154,19 @@ def test_batched_serial_loop_equals_per_request_loop(name, policy):
         per_request = simulate(trace, options, keep_requests=True)
         assert batched.to_dict() == per_request.to_dict()
         assert len(per_request.per_request) == len(trace.records)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.sampled_from([0.5, 1.25, 3.0, 55.0, 55.125, 1e3, 7.75]), max_size=60))
+def test_distribution_from_counts_matches_sorted_percentiles(values):
+    from collections import Counter
+
+    from pcache.cache.simulate import _distribution
+    from pcache.cache.ttft import percentile
+
+    summary = _distribution(Counter(values))
+    ordered = sorted(values)
+    for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        assert summary[name] == round(percentile(ordered, fraction), 3)
+    mean = sum(ordered) / len(ordered) if ordered else 0.0
+    assert summary["mean"] == pytest.approx(round(mean, 3), abs=1e-3)

@@ -16,7 +16,9 @@ vLLM's `PrefixCacheStats`); a request hits when at least one block came from the
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pcache.cache.hashing import HashSettings
@@ -29,10 +31,10 @@ from pcache.cache.policies import (
     VllmPolicy,
 )
 from pcache.cache.profiles import load_profile
-from pcache.cache.ttft import TtftModel, percentile
+from pcache.cache.ttft import TtftModel
 from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
-from pcache.traces.record import Trace
+from pcache.traces.record import Trace, TraceRecord
 
 ENGINE_POLICIES = ("vllm", "radix")
 PROVIDER_POLICIES = ("openai", "anthropic", "gemini", "deepseek")
@@ -161,6 +163,8 @@ def _unlimited_capacity(trace: Trace, block_size: int) -> int:
             if block_hash not in seen:
                 break
             run += 1
+        else:
+            continue  # every id seen: nothing allocated, nothing new
         total += len(hash_ids) - run
         seen.update(hash_ids)
     return total or 1
@@ -220,12 +224,7 @@ def _simulate(
                     raise CapacityTooSmall(cdiv(record.input_length, block_size))
                 cached, hit_blocks = served
         except CapacityTooSmall as failure:
-            where = f"line {record.line}" if record.line is not None else f"request {position}"
-            raise UsageError(
-                f"capacity of {options.cache_blocks} blocks cannot hold the request at {where}"
-                f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
-                f" {block_size}); raise --cache-blocks / --cache-gb"
-            ) from None
+            raise _capacity_error(options, record, position, failure, block_size) from None
         # TtftModel.predict, inlined: this loop runs once per request of traces of millions
         num_tokens = record.input_length
         cold_pairs = num_tokens * (num_tokens + 1) // 2
@@ -273,10 +272,25 @@ def _simulate(
         query_tokens,
         hit_tokens,
         hit_requests,
-        ttfts,
-        ttfts_cold,
+        Counter(ttfts),
+        Counter(ttfts_cold),
         observed,
         outcomes,
+    )
+
+
+def _capacity_error(
+    options: SimulationOptions,
+    record: TraceRecord,
+    position: int,
+    failure: CapacityTooSmall,
+    block_size: int,
+) -> UsageError:
+    where = f"line {record.line}" if record.line is not None else f"request {position}"
+    return UsageError(
+        f"capacity of {options.cache_blocks} blocks cannot hold the request at {where}"
+        f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
+        f" {block_size}); raise --cache-blocks / --cache-gb"
     )
 
 
@@ -299,26 +313,20 @@ def _simulate_serial(
         except CapacityTooSmall as failure:
             position = start + (failure.position or 0)
             record = records[position]
-            where = f"line {record.line}" if record.line is not None else f"request {position}"
-            raise UsageError(
-                f"capacity of {options.cache_blocks} blocks cannot hold the request at {where}"
-                f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
-                f" {block_size}); raise --cache-blocks / --cache-gb"
-            ) from None
+            raise _capacity_error(options, record, position, failure, block_size) from None
         if progress is not None and len(batch) == 1000:
             progress(1000)
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
     lengths = [record.input_length for record in records]
-    # the same expressions as _simulate's, so that both give the same floats
-    ttfts_cold = [
-        overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
-        for num_tokens in lengths
-    ]
-    ttfts = [  # no queueing: a request starts when it arrives
-        cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)
-        for cold, hit in zip(ttfts_cold, cached, strict=True)
-    ]
+    # the same expressions as _simulate's, so that both give the same floats; computed once
+    # for each distinct (prompt tokens, cached tokens) pair
+    ttfts: Counter[float] = Counter()
+    ttfts_cold: Counter[float] = Counter()
+    for (num_tokens, hit), count in Counter(zip(lengths, cached, strict=True)).items():
+        cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
+        ttfts_cold[cold] += count
+        ttfts[cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)] += count  # no queueing
     observations = [
         record.observed_cached_tokens
         for record in records
@@ -340,15 +348,22 @@ def _simulate_serial(
     )
 
 
-def _distribution(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    mean = sum(ordered) / len(ordered) if ordered else 0.0
-    return {
-        "mean": round(mean, 3),
-        "p50": round(percentile(ordered, 0.5), 3),
-        "p90": round(percentile(ordered, 0.9), 3),
-        "p99": round(percentile(ordered, 0.99), 3),
-    }
+def _distribution(counts: Mapping[float, int]) -> dict[str, float]:
+    """Mean and nearest-rank percentiles of values given as value -> number of requests."""
+    ordered = sorted(counts.items())
+    total = sum(counts.values())
+    mean = math.fsum(value * count for value, count in ordered) / total if total else 0.0
+    summary = {"mean": round(mean, 3)}
+    for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        rank = min(max(int(-(-fraction * total // 1)), 1), total)  # as ttft.percentile
+        chosen, seen = 0.0, 0
+        for value, count in ordered:
+            seen += count
+            if seen >= rank:
+                chosen = value
+                break
+        summary[name] = round(chosen, 3)
+    return summary
 
 
 def _report(
