@@ -411,16 +411,18 @@ class BlockPool:
         ):
             return self._replay_request_in_steps(block_hashes, block_size)
         cache = self.cached_block_hash_to_block._cache
+        lookup, block_type = cache.get, KVCacheBlock
         # the hits leave the free queue (a hit seen twice is already out: its links are None)
         hits = []
+        add_hit = hits.append
         repeated = False
         for key in block_hashes:
-            block = cache.get(key)
+            block = lookup(key)
             if block is None:
                 break
-            if type(block) is not KVCacheBlock:
+            if type(block) is not block_type:
                 block = next(iter(block.values()))
-            hits.append(block)
+            add_hit(block)
             previous, following = block.prev_free_block, block.next_free_block
             if previous is None:
                 repeated = True
@@ -429,12 +431,37 @@ class BlockPool:
             following.prev_free_block = previous
             block.prev_free_block = None
         num_hits = len(hits)
-        # new blocks from the head, chained newest first (the order they are freed in)
-        head = queue.fake_head
+        tail = queue.fake_tail
+        if num_hits < num_blocks:  # freed first: the new blocks, newest first
+            newest, oldest = self._chain_new_blocks(block_hashes, num_hits)
+            last = tail.prev_free_block
+            last.next_free_block = newest
+            newest.prev_free_block = last
+            last = oldest
+        else:
+            last = tail.prev_free_block
+        # then the hits, last one first
+        if repeated:  # a block hit twice is freed where its first hit is
+            hits = list(dict.fromkeys(hits))
+        for block in reversed(hits):
+            block.prev_free_block = last
+            last.next_free_block = block
+            last = block
+        last.next_free_block = tail
+        tail.prev_free_block = last
+        return num_hits
+
+    def _chain_new_blocks(
+        self, block_hashes: Sequence[BlockHash], num_hits: int
+    ) -> tuple[KVCacheBlock, KVCacheBlock]:
+        """`replay_request`'s new blocks, popped from the head and cached: (newest, oldest) of
+        a chain linked newest first, the order they are freed in."""
+        cache = self.cached_block_hash_to_block._cache
+        head = self.free_block_queue.fake_head
         current = head.next_free_block
         newest = oldest = None
-        peak = self.max_block_id_used
-        for index in range(num_hits, num_blocks):
+        peak, evicted = self.max_block_id_used, 0
+        for index in range(num_hits, len(block_hashes)):
             block = current
             current = block.next_free_block
             if block.block_id > peak:
@@ -444,7 +471,7 @@ class BlockPool:
                 if cache.get(key) is block:
                     del cache[key]
                     block._block_hash = None
-                    self.num_evicted_blocks += 1
+                    evicted += 1
                 else:
                     self._maybe_evict_cached_block(block)
             key = block_hashes[index]
@@ -460,24 +487,12 @@ class BlockPool:
         head.next_free_block = current
         current.prev_free_block = head
         self.max_block_id_used = peak
-        # freed tail first: the new blocks, then the hits, last one first
-        tail = queue.fake_tail
-        last = tail.prev_free_block
-        if newest is not None:
-            last.next_free_block = newest
-            newest.prev_free_block = last
-            last = oldest
-        if repeated:  # a block hit twice is freed where its first hit is
-            hits = list(dict.fromkeys(hits))
-        for block in reversed(hits):
-            block.prev_free_block = last
-            last.next_free_block = block
-            last = block
-        last.next_free_block = tail
-        tail.prev_free_block = last
-        return num_hits
+        self.num_evicted_blocks += evicted
+        return newest, oldest
 
-    def _replay_request_in_steps(self, block_hashes: Sequence[BlockHash], block_size: int) -> int:
+    def _replay_request_in_steps(
+        self, block_hashes: Sequence[BlockHash], block_size: int
+    ) -> int | None:
         """`replay_request` through the general operations (any pool state)."""
         hits = self.cached_block_hash_to_block.leading_hits(block_hashes)
         num_hits = len(hits)
