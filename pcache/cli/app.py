@@ -69,10 +69,11 @@ def root(
 
 
 def _register() -> None:
-    from pcache.cli import diff, hash, replay, trace
+    from pcache.cli import diff, hash, lint, replay, trace
 
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
+    app.command("lint")(lint.lint_command)
     app.command("replay")(replay.replay_command)
     app.add_typer(trace.trace_app, name="trace")
 

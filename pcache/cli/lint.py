@@ -1,0 +1,114 @@
+"""`pcache lint PATHS`: find what breaks prompt caching in captured requests."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pcache.cli.options import DEFAULT_BLOCK_SIZE, DEFAULT_DATE, BlockSizeOpt, DateOpt
+
+FORMATS = ("full", "concise", "json", "github", "sarif")
+
+
+def lint_command(
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(help="Request files (.json), logs (.jsonl), directories, or - for stdin."),
+    ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option("--select", help="Rule codes or prefixes to enable (replaces config)."),
+    ] = None,
+    extend_select: Annotated[
+        list[str] | None, typer.Option("--extend-select", help="Add rule codes or prefixes.")
+    ] = None,
+    ignore: Annotated[
+        list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable.")
+    ] = None,
+    explain: Annotated[
+        str | None, typer.Option("--explain", help="Print a rule's documentation and exit.")
+    ] = None,
+    list_rules: Annotated[
+        bool, typer.Option("--list-rules", help="List every rule and exit.")
+    ] = False,
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="full, concise, json, github or sarif.")
+    ] = "full",
+    fix: Annotated[
+        bool,
+        typer.Option("--fix", help="Sort tool schema keys and tools in request files (safe)."),
+    ] = False,
+    exit_zero: Annotated[
+        bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings.")
+    ] = False,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile", help="Cache that prices findings: vllm, sglang, openai, anthropic."
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            "-t",
+            help="gpt-oss (default), o200k_base, cl100k_base, or a Hugging Face model directory.",
+        ),
+    ] = None,
+    block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
+    date: DateOpt = DEFAULT_DATE,
+    config: Annotated[
+        str | None, typer.Option("--config", help="pyproject.toml to read [tool.pcache.lint] from.")
+    ] = None,
+) -> None:
+    """Find what makes the prompt cache miss, where, and what it costs.
+
+    Example: pcache lint samples/prompts/ --profile openai
+    """
+    from pathlib import Path
+
+    from pcache.cli import lint_output
+    from pcache.errors import UsageError
+    from pcache.pipeline import validate_date
+    from pcache.rules import RULES, documentation
+    from pcache.rules.config import find_config, load_config
+    from pcache.rules.runner import LintOptions, lint_paths
+    from pcache.rules.selection import SelectionInput, resolve
+
+    if format not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if list_rules:
+        lint_output.print_rules(format)
+        return
+    if explain is not None:
+        code = explain.strip().upper()
+        if code not in RULES:
+            raise UsageError(f"--explain: unknown rule {explain!r}")
+        lint_output.print_explanation(RULES[code], documentation(code), format)
+        return
+    config_path = Path(config) if config else find_config(Path.cwd())
+    settings = load_config(config_path)
+    selection = resolve(
+        settings.selection,
+        SelectionInput(select, extend_select or [], ignore or []),
+        RULES,
+        source=f"{config_path}" if config_path else "config",
+    )
+    options = LintOptions(
+        tokenizer=tokenizer or settings.tokenizer or "gpt-oss",
+        profile=profile or settings.profile or "vllm",
+        block_size=block_size,
+        date=validate_date(date),
+        selection=selection,
+        fix=fix,
+    )
+    if options.profile not in ("vllm", "sglang", "openai", "anthropic"):
+        raise UsageError(
+            f"--profile must be vllm, sglang, openai or anthropic, got {options.profile!r}"
+        )
+    with lint_output.progress(enabled=format not in ("json", "sarif")) as advance:
+        report = lint_paths(paths or [], options, settings, advance)
+    lint_output.print_report(report, format)
+    if report.diagnostics and not exit_zero:
+        raise typer.Exit(1)

@@ -1,0 +1,252 @@
+"""Rendering of lint results: full, concise, json, github, sarif (the only printing of `lint`)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+import orjson
+
+from pcache import __version__
+from pcache.cli.console import stderr, stdout, write_json
+
+INFORMATION_URI = "https://github.com/pcache/pcache"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def _json(data: object) -> None:
+    write_json(orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2))
+
+
+@contextlib.contextmanager
+def progress(enabled: bool) -> Iterator:
+    """A request counter on stderr, only for humans at a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("linting {task.completed} requests"),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("lint", total=None)
+        yield lambda count: bar.advance(task, count)
+
+
+def print_rules(format: str) -> None:
+    from pcache.rules import REGISTRY
+
+    rules = [module.RULE for module in REGISTRY]
+    if format == "json":
+        _json([_rule_dict(rule) for rule in rules])
+        return
+    for rule in rules:
+        fix = " [fix]" if rule.fix_availability != "none" else ""
+        stdout.print(
+            f"{rule.code}  {rule.name:<32} {rule.severity:<8} {rule.summary}{fix}", markup=False
+        )
+
+
+def _rule_dict(rule) -> dict[str, object]:
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "severity": rule.severity,
+        "summary": rule.summary,
+        "fix_availability": rule.fix_availability,
+    }
+
+
+def print_explanation(rule, text: str, format: str) -> None:
+    if format == "json":
+        _json({**_rule_dict(rule), "explanation": text})
+        return
+    stdout.print(f"# {rule.name} ({rule.code})\n", markup=False)
+    stdout.print(
+        f"Default severity: {rule.severity}. Fix: {rule.fix_availability}.\n", markup=False
+    )
+    stdout.print(text, markup=False)
+
+
+def print_report(report, format: str) -> None:
+    {
+        "full": _full,
+        "concise": _concise,
+        "json": _json_report,
+        "github": _github,
+        "sarif": _sarif,
+    }[format](report)
+
+
+def _location(d) -> str:
+    return f"{d.file}:{d.line}:{d.column}"
+
+
+def _concise(report) -> None:
+    for d in report.diagnostics:
+        stdout.print(f"{_location(d)}: {d.code} {d.message}", markup=False, soft_wrap=True)
+    _footer(report, brief=True)
+
+
+def _full(report) -> None:
+    for d in report.diagnostics:
+        fix = " [*]" if d.fixable else ""
+        stdout.print(
+            f"{_location(d)}: {d.code}{fix} [{d.severity}] {d.name}: {d.message}",
+            markup=False,
+            soft_wrap=True,
+        )
+        where = [f"at {d.json_path or '(template)'}"]
+        if d.token_position is not None:
+            where.append(f"token {d.token_position}")
+        where.append(f"{d.tokens_reprefilled:,} tokens re-prefilled")
+        stdout.print("    " + " · ".join(where), markup=False, soft_wrap=True)
+        if d.fix_title:
+            stdout.print(f"    help: {d.fix_title}", markup=False, soft_wrap=True)
+    _footer(report, brief=False)
+
+
+def _footer(report, brief: bool) -> None:
+    summary = report.summary
+    counts = {"error": 0, "warning": 0, "info": 0}
+    for d in report.diagnostics:
+        counts[d.severity] += 1
+    total = len(report.diagnostics)
+    if summary.fixed_files:
+        stdout.print(f"Fixed {len(summary.fixed_files)} file(s).", markup=False)
+    if total == 0:
+        stdout.print(
+            f"All checks passed ({summary.requests} requests in {summary.files} files).",
+            markup=False,
+        )
+    else:
+        parts = ", ".join(
+            f"{n} {k}{'s' if n != 1 and k != 'info' else ''}" for k, n in counts.items() if n
+        )
+        fixable = sum(1 for d in report.diagnostics if d.fixable)
+        hint = f" {fixable} fixable with --fix." if fixable else ""
+        stdout.print(
+            f"Found {total} finding{'s' if total != 1 else ''} ({parts}) in {summary.requests}"
+            f" requests, {summary.sessions} sessions.{hint}",
+            markup=False,
+        )
+    if brief:
+        return
+    if summary.rules:
+        stdout.print(f"\nTokens re-prefilled by rule ({summary.profile} profile):", markup=False)
+        for total_row in summary.rules:
+            stdout.print(
+                f"  {total_row.code} {total_row.name:<32} {total_row.count:>6} findings"
+                f" {total_row.tokens_reprefilled:>12,} tokens",
+                markup=False,
+            )
+    stdout.print(
+        f"\nCacheable tokens ({summary.profile}, {summary.tokenizer}): "
+        f"{summary.cacheable_ratio:.1%} as is ({summary.reusable_tokens:,} of"
+        f" {summary.prompt_tokens:,}); at most {summary.cacheable_ratio_if_fixed:.1%} if every"
+        " finding were fixed (upper bound).",
+        markup=False,
+    )
+
+
+def _json_report(report) -> None:
+    _json(
+        {
+            "findings": [d.as_dict() for d in report.diagnostics],
+            "summary": report.summary.as_dict(),
+        }
+    )
+
+
+def _escape_github(text: str, property: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if property:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def _github(report) -> None:
+    for d in report.diagnostics:
+        level = GITHUB_LEVEL[d.severity]
+        title = _escape_github(f"pcache ({d.code})", property=True)
+        file = _escape_github(d.file, property=True)
+        message = _escape_github(f"{d.code} {d.name}: {d.message} [{d.json_path}]")
+        sys.stdout.write(
+            f"::{level} title={title},file={file},line={d.line},col={d.column}::{message}\n"
+        )
+    sys.stdout.flush()
+
+
+def sarif_document(report) -> dict[str, object]:
+    from pcache.rules import RULES, documentation
+
+    used = sorted({d.code for d in report.diagnostics} | {c for c in RULES if c != "PC000"})
+    index = {code: position for position, code in enumerate(used)}
+    rules = []
+    for code in used:
+        rule = RULES[code]
+        rules.append(
+            {
+                "id": code,
+                "name": rule.name,
+                "shortDescription": {"text": rule.summary},
+                "fullDescription": {"text": rule.summary},
+                "help": {"text": documentation(code)},
+                "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
+                "properties": {"tags": ["prompt-caching"]},
+            }
+        )
+    results = []
+    for d in report.diagnostics:
+        result = {
+            "ruleId": d.code,
+            "ruleIndex": index[d.code],
+            "level": SARIF_LEVEL[d.severity],
+            "message": {"text": d.message},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": d.file.replace("\\", "/")},
+                        "region": {"startLine": d.line, "startColumn": d.column},
+                    },
+                    "logicalLocations": [
+                        {"fullyQualifiedName": d.json_path or d.request, "kind": "member"}
+                    ],
+                }
+            ],
+            "properties": {
+                "request": d.request,
+                "json_path": d.json_path,
+                "token_position": d.token_position,
+                "tokens_reprefilled": d.tokens_reprefilled,
+            },
+        }
+        results.append(result)
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "pcache",
+                        "version": __version__,
+                        "informationUri": INFORMATION_URI,
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+
+
+def _sarif(report) -> None:
+    _json(sarif_document(report))

@@ -1,0 +1,104 @@
+"""`[tool.pcache.lint]` in pyproject.toml: select, extend-select, ignore, per-file-ignores, profile.
+
+The configuration file is the nearest pyproject.toml at or above the working directory that has
+a `[tool.pcache]` table (or the one named by `--config`). Errors are ConfigError (exit 2).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pcache.errors import ConfigError
+from pcache.rules.selection import SelectionInput
+
+KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "profile", "tokenizer"}
+
+
+@dataclass(slots=True)
+class LintConfig:
+    path: str | None = None
+    selection: SelectionInput = field(default_factory=SelectionInput)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    profile: str | None = None
+    tokenizer: str | None = None
+
+    def ignored_for(self, file: str) -> list[str]:
+        """Codes ignored for `file` by per-file-ignores (a pattern starting with ! negates)."""
+        codes: list[str] = []
+        posix = PurePosixPath(file.replace(os.sep, "/"))
+        for pattern, selectors in self.per_file_ignores.items():
+            negate = pattern.startswith("!")
+            glob = pattern[1:] if negate else pattern
+            matched = (
+                fnmatch.fnmatch(str(posix), glob)
+                or fnmatch.fnmatch(posix.name, glob)
+                or posix.match(glob)
+            )
+            if matched != negate:
+                codes.extend(selectors)
+        return codes
+
+
+def find_config(start: Path) -> Path | None:
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                return candidate  # reported by load_config
+            if "pcache" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def _codes(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{where} must be a list of rule codes or prefixes")
+    return list(value)
+
+
+def load_config(path: Path | None) -> LintConfig:
+    if path is None:
+        return LintConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    table = data.get("tool", {}).get("pcache", {})
+    lint = table.get("lint", {})
+    if not isinstance(lint, dict):
+        raise ConfigError(f"{path}: [tool.pcache.lint] must be a table")
+    unknown = sorted(set(lint) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [tool.pcache.lint]: {', '.join(unknown)}")
+    where = f"{path}: [tool.pcache.lint]"
+    config = LintConfig(path=str(path))
+    if "select" in lint:
+        config.selection.select = _codes(lint["select"], f"{where} select")
+    config.selection.extend_select = _codes(lint.get("extend-select", []), f"{where} extend-select")
+    config.selection.ignore = _codes(lint.get("ignore", []), f"{where} ignore")
+    per_file = lint.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{where} per-file-ignores must be a table of glob = [codes]")
+    for pattern, codes in per_file.items():
+        config.per_file_ignores[pattern] = _codes(codes, f"{where} per-file-ignores.{pattern}")
+    for key in ("profile", "tokenizer"):
+        if key in lint:
+            if not isinstance(lint[key], str):
+                raise ConfigError(f"{where} {key} must be a string")
+            setattr(config, key, lint[key])
+    return config

@@ -1,0 +1,267 @@
+"""What a check may read: the current request, its session predecessor, and the app seen so far.
+
+Every check receives one `LintContext`. Single-request rules read `ctx.current` only; cross-request
+rules return early unless `ctx.previous` (the previous request of the same session) is set;
+app-level rules read `ctx.app` (the first request of other sessions, and a once-per-app memory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pcache.cache.profiles import Profile
+from pcache.prompt.render import render
+from pcache.prompt.rendered import RenderedPrompt, Span
+from pcache.prompt.request import KIND_ANTHROPIC, KIND_OPENAI, Request
+from pcache.prompt.tokenizer import Renderer, RenderOptions
+
+CONTENT_ROLES = ("system", "developer")
+
+
+@dataclass(frozen=True, slots=True)
+class LintSettings:
+    """How requests are rendered and costed while linting."""
+
+    renderer: Renderer
+    profile: Profile
+    block_size: int = 16
+    date: str = "2026-01-01"
+
+    def options(self, add_generation_prompt: bool = True) -> RenderOptions:
+        return RenderOptions(date=self.date, add_generation_prompt=add_generation_prompt)
+
+
+class RequestContext:
+    """One request and lazily computed renders of it."""
+
+    def __init__(self, request: Request, settings: LintSettings, session: str = ""):
+        self.request = request
+        self.settings = settings
+        self.session = session
+        self.identity = identity_of(request)
+        self._rendered: RenderedPrompt | None = None
+        self._text: tuple[str, list[Span]] | None = None
+        self._token_ids: list[int] | None = None
+        self._segments: Any = None
+        self._history_keys: list[tuple] | None = None
+        self._slots: list[tuple[tuple, str, str]] | None = None
+        self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
+
+    @property
+    def is_chat(self) -> bool:
+        return self.request.kind in (KIND_OPENAI, KIND_ANTHROPIC)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.request.messages
+
+    @property
+    def history_keys(self) -> list[tuple]:
+        """Each message as the cache sees it (see `slots.history_key`), computed once."""
+        if self._history_keys is None:
+            from pcache.rules.slots import history_key
+
+            self._history_keys = [history_key(message) for message in self.request.messages]
+        return self._history_keys
+
+    @property
+    def prefix_slots(self) -> list[tuple[tuple, str, str]]:
+        """(slot, normalized path, text) of what every request sends again (`prefix_texts`)."""
+        if self._slots is None:
+            from pcache.rules.slots import prefix_texts
+
+            self._slots = list(prefix_texts(self.request))
+        return self._slots
+
+    def slot_map(self) -> dict[tuple, tuple[str, str]]:
+        return {slot: (path, text) for slot, path, text in self.prefix_slots}
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The rendered prompt's token ids (character offsets are computed only if needed)."""
+        if self._rendered is not None:
+            return self._rendered.token_ids
+        if self._token_ids is None:
+            renderer = self.settings.renderer
+            if not self.is_chat or not hasattr(renderer, "encode_segments"):
+                return self.rendered.token_ids
+            self._text = renderer.render_text(self.request, self.settings.options())
+            self._token_ids, self._segments = renderer.encode_segments(self._text[0])
+        return self._token_ids
+
+    @property
+    def rendered(self) -> RenderedPrompt:
+        if self._rendered is None:
+            renderer = self.settings.renderer
+            if self._token_ids is not None and self._text is not None:
+                text, spans = self._text
+                starts = renderer.starts(text, self._segments)
+                self._rendered = RenderedPrompt(
+                    self.request,
+                    text,
+                    self._token_ids,
+                    starts,
+                    spans,
+                    renderer.name,
+                    renderer.template_digest,
+                )
+            else:
+                self._rendered = render(self.request, renderer, self.settings.options())
+            self._text = self._token_ids = self._segments = None
+        return self._rendered
+
+    def render_messages(self, count: int, add_generation_prompt: bool = False) -> list[int]:
+        """Token ids of this request rendered with only its first `count` messages."""
+        key = (count, add_generation_prompt)
+        if key not in self._prefix_tokens:
+            truncated = dataclasses.replace(self.request, messages=self.request.messages[:count])
+            options = self.settings.options(add_generation_prompt)
+            renderer = self.settings.renderer
+            if hasattr(renderer, "encode_segments"):
+                text, _ = renderer.render_text(truncated, options)
+                self._prefix_tokens[key] = renderer.encode(text)
+            else:
+                self._prefix_tokens[key] = render(truncated, renderer, options).token_ids
+        return self._prefix_tokens[key]
+
+    def tokens_before_message(self, index: int) -> int:
+        """Tokens of the full render shared with a render that stops before message `index`."""
+        if not self.is_chat:
+            return 0
+        return common_prefix(self.render_messages(index), self.token_ids)
+
+    @property
+    def last_user_index(self) -> int:
+        for index in range(len(self.messages) - 1, -1, -1):
+            if self.messages[index]["role"] == "user":
+                return index
+        return len(self.messages)
+
+    @property
+    def first_turn_index(self) -> int:
+        """Index of the first message that is not a system or developer message."""
+        for index, message in enumerate(self.messages):
+            if message["role"] not in CONTENT_ROLES:
+                return index
+        return len(self.messages)
+
+    def source_path(self, normalized: str) -> str:
+        return self.request.source_path(normalized)
+
+    def token_of_path(self, source_path: str) -> int | None:
+        """First token rendered from `source_path` (or anything under it)."""
+        rendered = self.rendered
+        for span in rendered.spans:
+            if span.path == source_path or span.path.startswith(
+                (source_path + ".", source_path + "[")
+            ):
+                return self.token_of_char(span.start)
+        return None
+
+    def token_of_char(self, char: int) -> int:
+        starts = self.rendered.token_starts
+        return max(0, bisect_right(starts, char) - 1)
+
+    def text_of_path(self, source_path: str) -> str:
+        """The rendered text that came from `source_path` (or anything under it)."""
+        rendered = self.rendered
+        return "".join(
+            rendered.text[span.start : span.end]
+            for span in rendered.spans
+            if span.path == source_path
+            or span.path.startswith((source_path + ".", source_path + "["))
+        )
+
+    def char_of_path(self, source_path: str) -> int | None:
+        for span in self.rendered.spans:
+            if span.path == source_path or span.path.startswith(
+                (source_path + ".", source_path + "[")
+            ):
+                return span.start
+        return None
+
+    def release(self) -> None:
+        """Drop renders; they are recomputed if a later request of the session needs them."""
+        self._prefix_tokens.clear()
+        self._rendered = None
+        self._text = self._token_ids = self._segments = None
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    limit = min(len(a), len(b))
+    index = 0
+    # compare in chunks first: list slices compare in C
+    step = 256
+    while index + step <= limit and a[index : index + step] == b[index : index + step]:
+        index += step
+    while index < limit and a[index] == b[index]:
+        index += 1
+    return index
+
+
+@dataclass(slots=True)
+class SessionHead:
+    """The first request of a session, kept for comparisons across sessions."""
+
+    session: str
+    identity: str
+    context: RequestContext
+
+
+@dataclass(slots=True)
+class AppState:
+    """What the runner remembers about the whole set (one application)."""
+
+    max_heads: int = 64
+    heads: OrderedDict[str, SessionHead] = field(default_factory=OrderedDict)
+    seen: set[Any] = field(default_factory=set)
+    cache: dict[Any, Any] = field(default_factory=dict)
+    """Results that depend only on content repeated across requests (e.g. schema checks)."""
+
+    def once(self, key: Any) -> bool:
+        """True the first time `key` is seen in this run."""
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+    def add_head(self, head: SessionHead) -> None:
+        self.heads[head.session] = head
+        while len(self.heads) > self.max_heads:
+            self.heads.popitem(last=False)
+
+    def other_heads(self, session: str) -> list[SessionHead]:
+        return [head for key, head in reversed(self.heads.items()) if key != session]
+
+
+@dataclass(slots=True)
+class LintContext:
+    """What one check sees."""
+
+    current: RequestContext
+    previous: RequestContext | None
+    app: AppState
+    is_session_head: bool
+    memo: dict[str, Any] = field(default_factory=dict)
+    """Results several rules share (e.g. the history comparison), computed once."""
+
+    @property
+    def settings(self) -> LintSettings:
+        return self.current.settings
+
+
+def identity_of(request: Request) -> str:
+    """Who a request is for: `user`, metadata user ids, or the session key."""
+    raw = request.raw
+    if isinstance(raw.get("user"), str):
+        return raw["user"]
+    metadata = raw.get("metadata")
+    if isinstance(metadata, dict):
+        for key in ("user_id", "user", "tenant_id"):
+            if isinstance(metadata.get(key), str | int):
+                return str(metadata[key])
+    return ""

@@ -1,0 +1,99 @@
+r"""## What it does
+Compares the tools array of consecutive requests of a session, and of different sessions of the
+app. The same tool names in a different order is an error. In one request, tools that are not
+sorted by name are a hint (fixable with `--fix`).
+
+## Why is this bad?
+Tools are rendered first. MCP `tools/list`, hash maps and reconnects return tools in a varying
+order, and each order is a different prefix: the whole prompt is prefilled again.
+
+## Example
+```json
+[
+  {"session_id": "s1", "tools": [
+    {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}],
+   "messages": [{"role": "user", "content": "Find the bug"}]},
+  {"session_id": "s1", "tools": [
+    {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}],
+   "messages": [{"role": "user", "content": "Find the bug"},
+    {"role": "assistant", "content": "Looking."}, {"role": "user", "content": "Go on"}]}
+]
+```
+
+Use instead:
+```json
+[
+  {"session_id": "s1", "tools": [
+    {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}],
+   "messages": [{"role": "user", "content": "Find the bug"}]},
+  {"session_id": "s1", "tools": [
+    {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}],
+   "messages": [{"role": "user", "content": "Find the bug"},
+    {"role": "assistant", "content": "Looking."}, {"role": "user", "content": "Go on"}]}
+]
+```
+Sort tools by name (or a fixed authoring order) after merging MCP servers and after reconnects.
+
+## Fix safety
+`--fix` sorts the tools array of request files by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pcache.rules.base import Rule, Violation
+from pcache.rules.context import LintContext
+from pcache.rules.slots import tool_names
+
+RULE = Rule(
+    code="PC301",
+    name="tool-order-changed",
+    severity="error",
+    summary="The same tools are sent in a different order",
+    fix_availability="sometimes",
+)
+FIX = "sort tools by name after merging sources"
+
+
+def _reordered(old: list[str], new: list[str]) -> int | None:
+    if old == new or sorted(old) != sorted(new):
+        return None
+    return next(index for index, (a, b) in enumerate(zip(old, new, strict=True)) if a != b)
+
+
+def check(ctx: LintContext) -> Iterator[Violation]:
+    request = ctx.current.request
+    names = tool_names(request)
+    if len(names) < 2:
+        return
+    others = []
+    if ctx.previous is not None:
+        others.append(("the previous request", tool_names(ctx.previous.request)))
+    elif ctx.is_session_head:
+        others += [
+            (f"session {h.session}", tool_names(h.context.request))
+            for h in ctx.app.other_heads(ctx.current.session)[:1]
+        ]
+    for where, old in others:
+        index = _reordered(old, names)
+        if index is not None:
+            yield Violation(
+                f"same tools as {where} in another order ({names[index]!r} is now at position"
+                f" {index}, was {old[index]!r})",
+                request.source_path(f"tools[{index}]"),
+                fix_title=FIX,
+            )
+            return
+    if names != sorted(names) and ctx.app.once(("PC301", tuple(names))):
+        yield Violation(
+            "tools are not sorted by name; an order that varies would change the prefix",
+            request.source_path("tools[0]"),
+            severity="info",
+            fix_title="sort tools by name",
+            fixable=True,
+        )

@@ -1,0 +1,71 @@
+r"""## What it does
+Measures, with the real tokenizer and template, the prefix every session of the app shares
+(tools and system prompt, up to the first turn) and compares it with the profile's minimum
+cacheable length (OpenAI 1024 tokens, Anthropic 1024-4096 by model, one block on vLLM).
+Reported once per distinct prefix.
+
+## Why is this bad?
+Below the minimum nothing is cached: no error, no discount. The shared part is prefilled again
+for every new session.
+
+## Example
+```json
+{"messages": [{"role": "system", "content": "Be brief."},
+              {"role": "user", "content": "Hi"}]}
+```
+(with `--profile openai`: 1024 tokens at least)
+
+Use instead:
+```json
+{"messages": [
+  {"role": "system",
+   "content": "You answer questions about orders, shipping, returns and invoices. Be brief."},
+  {"role": "user", "content": "Hi"}]}
+```
+(with `--profile vllm`: the shared prefix fills at least one block; for OpenAI, merge stable
+content such as tool definitions and policies until the shared part passes 1024 tokens)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pcache.rules.base import Rule, Violation
+from pcache.rules.context import LintContext
+
+RULE = Rule(
+    code="PC501",
+    name="below-min-cacheable",
+    severity="warning",
+    summary="The prefix shared by all sessions is shorter than the cache's minimum",
+)
+
+
+def minimum(ctx: LintContext) -> int:
+    profile = ctx.settings.profile
+    if profile.granularity == "block":
+        return ctx.settings.block_size
+    return max(profile.min_tokens, 1)
+
+
+def check(ctx: LintContext) -> Iterator[Violation]:
+    current = ctx.current
+    if not ctx.is_session_head or not current.is_chat:
+        return
+    first_turn = current.first_turn_index
+    if first_turn == 0 and not current.request.tools:
+        return  # nothing is shared by design
+    shared = current.tokens_before_message(first_turn)
+    floor = minimum(ctx)
+    if shared >= floor:
+        return
+    key = ("PC501", tuple(current.token_ids[:shared]))
+    if not ctx.app.once(key):
+        return
+    yield Violation(
+        f"the prefix shared across sessions (tools + system) is {shared} tokens, below the"
+        f" {floor}-token minimum of the {ctx.settings.profile.name} profile: it is never cached",
+        current.request.source_path("messages[0]") if first_turn else "tools",
+        token_position=0,
+        fix_title="merge stable content into the shared prefix, or accept no caching",
+    )

@@ -1,0 +1,119 @@
+"""Grouping requests into sessions: by explicit ids where present, else by conversation structure.
+
+A request continues a session when it carries the same `session_id` (JSONL sidecar or
+`metadata.session_id`), or when it shares `prompt_cache_key`/`user` with the session and
+continues its conversation, or (without ids) when it repeats the session's latest user turn and
+then goes on. Anything else starts a new session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from pcache.prompt.request import Request
+
+
+def message_key(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    text = content if isinstance(content, str) else repr(content)
+    return hashlib.blake2b(f"{message['role']}\0{text}".encode(), digest_size=12).hexdigest()
+
+
+def _anchor(request: Request) -> str | None:
+    """Key of the request's latest user message (what its successor repeats)."""
+    for message in reversed(request.messages):
+        if message["role"] == "user":
+            return message_key(message)
+    return None
+
+
+def _first_turn(request: Request) -> str | None:
+    for message in request.messages:
+        if message["role"] not in ("system", "developer"):
+            return message_key(message)
+    return None
+
+
+def continues(previous: Request, current: Request) -> bool:
+    """Whether `current` carries on `previous`'s conversation (shared first turn or its anchor)."""
+    anchor = _anchor(previous)
+    if anchor is None:
+        return False
+    keys = [message_key(message) for message in current.messages[:-1]]
+    return anchor in keys or (_first_turn(previous) == _first_turn(current) and len(keys) > 0)
+
+
+@dataclass(slots=True)
+class Assignment:
+    session: str
+    previous: Any | None
+    """Whatever the caller stored for the session's previous request (None: a new session)."""
+
+
+class SessionTracker:
+    """Assigns each request to a session and remembers each open session's latest request."""
+
+    def __init__(self, max_open: int = 100_000):
+        self.max_open = max_open
+        self.latest: OrderedDict[str, tuple[Request, Any]] = OrderedDict()
+        self.by_anchor: dict[str, str] = {}
+        self.count = 0
+
+    def assign(self, request: Request) -> Assignment:
+        explicit = request.session_id
+        if explicit is not None:
+            session = f"id:{explicit}"
+            entry = self.latest.get(session)
+            return Assignment(session, entry[1] if entry else None)
+        scope = self._scope(request)
+        if scope is not None:
+            session = self._continued_in_scope(request, scope)
+            if session is not None:
+                return Assignment(session, self.latest[session][1])
+            return Assignment(self._new(scope), None)
+        for message in reversed(request.messages[:-1]):
+            session = self.by_anchor.get(message_key(message))
+            if session is not None and session in self.latest:
+                previous, stored = self.latest[session]
+                if continues(previous, request):
+                    return Assignment(session, stored)
+        return Assignment(self._new("s"), None)
+
+    def record(self, session: str, request: Request, stored: Any) -> None:
+        """Remember `request` (and what the caller keeps for it) as its session's latest."""
+        old = self.latest.pop(session, None)
+        if old is not None:
+            anchor = _anchor(old[0])
+            if anchor is not None and self.by_anchor.get(anchor) == session:
+                del self.by_anchor[anchor]
+        self.latest[session] = (request, stored)
+        anchor = _anchor(request)
+        if anchor is not None:
+            self.by_anchor[anchor] = session
+        while len(self.latest) > self.max_open:
+            evicted, (old_request, _) = self.latest.popitem(last=False)
+            anchor = _anchor(old_request)
+            if anchor is not None and self.by_anchor.get(anchor) == evicted:
+                del self.by_anchor[anchor]
+
+    def _scope(self, request: Request) -> str | None:
+        raw = request.raw
+        for key in ("prompt_cache_key", "user"):
+            if isinstance(raw.get(key), str) and raw[key]:
+                return f"{key}:{raw[key]}"
+        return None
+
+    def _continued_in_scope(self, request: Request, scope: str) -> str | None:
+        for session in reversed(self.latest):
+            if not session.startswith(scope + "#"):
+                continue
+            if continues(self.latest[session][0], request):
+                return session
+        return None
+
+    def _new(self, scope: str) -> str:
+        self.count += 1
+        return f"{scope}#{self.count}"

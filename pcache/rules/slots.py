@@ -1,0 +1,112 @@
+"""Named places of a request that rules compare across requests ("the same slot").
+
+A slot is a key that means the same thing in two requests of one session or app: the n-th
+system message, a tool's description by tool name, a history message by index. Paths returned
+here are normalized (`messages[2].content`); `Request.source_path` maps them to the user's JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from pcache.prompt.request import Request
+
+PREFIX_ROLES = ("system", "developer")
+
+
+def tool_name(tool: dict[str, Any]) -> str:
+    function = tool.get("function")
+    if isinstance(function, dict) and isinstance(function.get("name"), str):
+        return function["name"]
+    return str(tool.get("name", ""))
+
+
+def tool_function(tool: dict[str, Any]) -> dict[str, Any]:
+    function = tool.get("function")
+    return function if isinstance(function, dict) else tool
+
+
+def tool_names(request: Request) -> list[str]:
+    return [tool_name(tool) for tool in request.tools]
+
+
+def prefix_texts(request: Request) -> Iterator[tuple[tuple, str, str]]:
+    """(slot, normalized path, text) for text that every request of an app sends again.
+
+    System and developer messages ahead of the first turn, tool names and tool descriptions.
+    History, tool results and user turns are not included: once written they stay stable.
+    """
+    for index, message in enumerate(request.messages):
+        if message["role"] not in PREFIX_ROLES:
+            break
+        content = message.get("content")
+        if isinstance(content, str):
+            yield ("system", index), f"messages[{index}].content", content
+    for index, tool in enumerate(request.tools):
+        function = tool_function(tool)
+        name = tool_name(tool)
+        path = f"tools[{index}].function" if "function" in tool else f"tools[{index}]"
+        yield ("tool-name", index), f"{path}.name", name
+        description = function.get("description")
+        if isinstance(description, str):
+            yield ("tool", name, "description"), f"{path}.description", description
+
+
+def slot_texts(request: Request) -> dict[tuple, tuple[str, str]]:
+    return {slot: (path, text) for slot, path, text in prefix_texts(request)}
+
+
+def canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def exact(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def resolve(document: Any, path: str) -> Any:
+    """The value at a source path such as `messages[2].tool_calls[0].function.arguments`."""
+    value = document
+    for name, index in _STEP.findall(path):
+        if index:
+            if not isinstance(value, list) or int(index) >= len(value):
+                return None
+            value = value[int(index)]
+        else:
+            if not isinstance(value, dict) or name not in value:
+                return None
+            value = value[name]
+    return value
+
+
+def raw_message(request: Request, index: int) -> Any:
+    """The user's own JSON of normalized message `index` (body-relative)."""
+    key = f"messages[{index}]"
+    path = request.origins.get(key) or request.source_path(key)
+    if request.path_prefix and path.startswith(request.path_prefix + "."):
+        path = path[len(request.path_prefix) + 1 :]
+    return resolve(request.raw, path)
+
+
+def history_key(message: dict[str, Any]) -> tuple:
+    """A message as the cache sees it, minus what dedicated rules already report.
+
+    Whitespace drift (PC107), tool-call ids (PC304), argument key order (PC202) and dropped
+    reasoning (PC404) are taken out, so PC401/PC402 report only what no other rule explains.
+    """
+    from pcache.rules.patterns import normalize_whitespace
+
+    content = message.get("content")
+    text = normalize_whitespace(content) if isinstance(content, str) else repr(content)
+    calls = tuple(
+        (tool_function(call).get("name"), canonical(tool_function(call).get("arguments")))
+        for call in message.get("tool_calls") or []
+    )
+    return (message["role"], text, calls)

@@ -1,0 +1,269 @@
+"""`pcache lint` through the CLI: samples, formats, exit codes, bad input, config, --fix."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES, run_pcache
+
+PLAIN: tuple[str, ...] = ()  # the default tokenizer (gpt-oss)
+DEFECTS = SAMPLES / "prompts"
+CLEAN = SAMPLES / "prompts-clean"
+
+
+def documented_codes() -> set[str]:
+    text = (DEFECTS / "README.md").read_text()
+    line = re.search(r"Expected codes: ([^\n]+(?:\n[^\n(]+)?)", text).group(1)
+    return set(re.findall(r"PC\d{3}", line))
+
+
+def findings(result) -> list[dict]:
+    return json.loads(result.stdout)["findings"]
+
+
+def test_clean_sample_is_silent(cli):
+    result = cli("lint", CLEAN, *PLAIN)
+    assert result.exit_code == 0, result.output
+    assert "All checks passed" in result.stdout
+
+
+def test_defect_sample_yields_exactly_its_documented_codes(cli):
+    result = cli("lint", DEFECTS, *PLAIN, "--format", "json")
+    assert result.exit_code == 1, result.output
+    codes = {finding["code"] for finding in findings(result)}
+    assert codes == documented_codes()
+    assert len(codes) >= 6
+
+
+def test_json_output_has_sorted_keys_and_the_documented_fields(cli):
+    result = cli("lint", DEFECTS, *PLAIN, "--format", "json")
+    data = json.loads(result.stdout)
+    assert list(data) == sorted(data)
+    required = {
+        "code",
+        "name",
+        "severity",
+        "file",
+        "request",
+        "json_path",
+        "token_position",
+        "tokens_reprefilled",
+        "message",
+    }
+    for finding in data["findings"]:
+        assert required <= set(finding)
+        assert list(finding) == sorted(finding)
+    summary = data["summary"]
+    assert 0 < summary["cacheable_ratio"] <= summary["cacheable_ratio_if_fixed_upper_bound"] <= 1
+    per_rule = {row["code"]: row for row in summary["rules"]}
+    for code, row in per_rule.items():
+        mine = [f for f in data["findings"] if f["code"] == code]
+        assert row["count"] == len(mine)
+        assert row["tokens_reprefilled"] == sum(f["tokens_reprefilled"] for f in mine)
+    # a clock in the system prompt costs everything after it, more as the session grows
+    clock = [
+        f["tokens_reprefilled"]
+        for f in data["findings"]
+        if f["code"] == "PC101" and f["severity"] == "error"
+    ]
+    assert len(clock) == 4 and clock == sorted(clock) and clock[0] > 0
+
+
+def test_sarif_is_valid_sarif_2_1_0(cli):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "tests" / "schemas" / "sarif-2.1.0-essentials.json").read_text())
+    result = cli("lint", DEFECTS, *PLAIN, "--format", "sarif")
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker())
+    errors = sorted(validator.iter_errors(document), key=str)
+    assert not errors, errors[0]
+    run = document["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    for result_entry in run["results"]:
+        assert rules[result_entry["ruleIndex"]]["id"] == result_entry["ruleId"]
+    assert {r["ruleId"] for r in run["results"]} == documented_codes()
+
+
+def test_sarif_schema_rejects_a_broken_log():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "tests" / "schemas" / "sarif-2.1.0-essentials.json").read_text())
+    broken = {"version": "2.1.0", "runs": [{"tool": {"driver": {}}, "results": [{"level": "bad"}]}]}
+    assert list(jsonschema.Draft7Validator(schema).iter_errors(broken))
+
+
+def test_concise_and_github_formats(cli):
+    concise = cli("lint", DEFECTS, *PLAIN, "--format", "concise")
+    lines = [line for line in concise.stdout.splitlines() if ": PC" in line]
+    assert lines and all(re.match(r"\S+:\d+:\d+: PC\d{3} ", line) for line in lines)
+    github = cli("lint", DEFECTS, *PLAIN, "--format", "github")
+    assert github.exit_code == 1
+    for line in github.stdout.splitlines():
+        shape = r"::(error|warning|notice) title=pcache \(PC\d{3}\),file=\S+,line=\d+,col=\d+::"
+        assert re.match(shape, line)
+
+
+def test_broken_file_is_one_finding_and_the_rest_is_linted(cli, tmp_path):
+    shutil.copy(CLEAN / "agent_log.jsonl", tmp_path / "good.jsonl")
+    (tmp_path / "broken.json").write_text('{"messages": [\n  {"role": "user", "content": "hi"\n')
+    (tmp_path / "log.jsonl").write_text('{"messages": []}\n{"messages": [}\n')
+    result = cli("lint", tmp_path, *PLAIN, "--format", "json")
+    assert result.exit_code == 1, result.output
+    errors = [f for f in findings(result) if f["code"] == "PC000"]
+    assert len(errors) == 2
+    broken = next(f for f in errors if f["file"].endswith("broken.json"))
+    assert broken["line"] == 3 and broken["column"] >= 1
+    line = next(f for f in errors if f["file"].endswith("log.jsonl"))
+    assert line["line"] == 2
+    assert json.loads(result.stdout)["summary"]["requests"] == 20 + 1
+
+
+def test_missing_path_and_bad_options_exit_2(cli):
+    result = run_pcache("lint", "no/such/dir")
+    assert result.returncode == 2
+    assert result.stderr.decode().count("\n") == 1 and b"Traceback" not in result.stderr
+    assert cli("lint", CLEAN, "--select", "PC999").exit_code == 2
+    assert cli("lint", CLEAN, "--format", "xml").exit_code == 2
+    assert cli("lint", CLEAN, "--profile", "gemini").exit_code == 2
+    assert cli("lint").exit_code == 2
+
+
+def test_selection_and_exit_zero(cli):
+    only = cli("lint", DEFECTS, *PLAIN, "--select", "PC3", "--format", "json")
+    assert {f["code"] for f in findings(only)} == {"PC301", "PC303", "PC304"}
+    ignored = cli(
+        "lint",
+        DEFECTS,
+        *PLAIN,
+        "--ignore",
+        "PC3,PC1",
+        "--extend-select",
+        "PC303",
+        "--format",
+        "json",
+    )
+    codes = {f["code"] for f in findings(ignored)}
+    assert "PC101" not in codes and "PC301" not in codes and "PC303" in codes
+    assert cli("lint", DEFECTS, *PLAIN, "--exit-zero").exit_code == 0
+
+
+def test_config_per_file_ignores_and_cli_precedence(cli, tmp_path):
+    config = tmp_path / "pyproject.toml"
+    config.write_text(
+        '[tool.pcache.lint]\nignore = ["PC101"]\n'
+        '[tool.pcache.lint.per-file-ignores]\n"*.json" = ["PC2", "PC3", "PC5"]\n'
+    )
+    result = cli("lint", DEFECTS, *PLAIN, "--config", config, "--format", "json")
+    codes = {(f["code"], Path(f["file"]).suffix) for f in findings(result)}
+    assert ("PC101", ".jsonl") not in codes
+    assert not any(suffix == ".json" for _, suffix in codes)
+    selected = cli(
+        "lint", DEFECTS, *PLAIN, "--config", config, "--select", "PC101", "--format", "json"
+    )
+    assert {f["code"] for f in findings(selected)} == {"PC101"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[tool.pcache.lint]\nselect = "PC1"\n',
+        "[tool.pcache.lint]\nfoo = 1\n",
+        "[tool.pcache\n",
+        '[tool.pcache.lint]\nignore = ["XX9"]\n',
+    ],
+)
+def test_bad_config_exits_2(cli, tmp_path, text):
+    config = tmp_path / "pyproject.toml"
+    config.write_text(text)
+    result = cli("lint", CLEAN, "--config", config)
+    assert result.exit_code == 2, result.output
+    assert "pyproject.toml" in result.stderr
+
+
+def test_explain_and_list_rules(cli):
+    explained = cli("lint", "--explain", "pc301")
+    assert explained.exit_code == 0
+    assert "## What it does" in explained.stdout and "tool-order-changed" in explained.stdout
+    as_json = json.loads(cli("lint", "--explain", "PC202", "--format", "json").stdout)
+    assert as_json["name"] == "reserialized-tool-arguments"
+    assert "Use instead" in as_json["explanation"]
+    listed = cli("lint", "--list-rules")
+    for code in ("PC101", "PC102", "PC104", "PC107", "PC405", "PC502", "PC510"):
+        assert code in listed.stdout
+    assert cli("lint", "--explain", "PC999").exit_code == 2
+
+
+def test_stdin(cli):
+    line = (CLEAN / "agent_log.jsonl").read_text().splitlines()[0]
+    result = cli("lint", "-", *PLAIN, "--format", "json", input=line + "\n")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["summary"]["requests"] == 1
+
+
+def test_profile_changes_what_is_cacheable(cli):
+    vllm = json.loads(cli("lint", CLEAN, *PLAIN, "--format", "json").stdout)
+    openai = cli("lint", CLEAN, *PLAIN, "--profile", "openai", "--format", "json")
+    data = json.loads(openai.stdout)
+    assert {f["code"] for f in data["findings"]} == {"PC501"}
+    assert data["summary"]["cacheable_ratio"] < vllm["summary"]["cacheable_ratio"]
+
+
+def test_fix_sorts_tools_and_schema_keys_only(cli, tmp_path):
+    target = tmp_path / "review_request.json"
+    shutil.copy(DEFECTS / "review_request.json", target)
+    untouched = tmp_path / "clean.json"
+    shutil.copy(CLEAN / "review_request.json", untouched)
+    log = tmp_path / "agent_log.jsonl"
+    shutil.copy(DEFECTS / "agent_log.jsonl", log)
+    before_clean, before_log = untouched.read_bytes(), log.read_bytes()
+    original = json.loads(target.read_text())
+    result = cli("lint", tmp_path, *PLAIN, "--fix", "--format", "json")
+    data = json.loads(result.stdout)
+    assert data["summary"]["fixed_files"] == [str(target)]
+    assert untouched.read_bytes() == before_clean and log.read_bytes() == before_log
+    fixed = json.loads(target.read_text())
+    assert [t["name"] for t in fixed["tools"]] == ["read_file", "search_code"]
+    for tool in fixed["tools"]:
+        assert list(tool["input_schema"]) == sorted(tool["input_schema"])
+    assert fixed["messages"] == original["messages"] and fixed["system"] == original["system"]
+    remaining = {f["code"] for f in data["findings"] if f["file"] == str(target)}
+    assert "PC502" in remaining and not remaining & {"PC201", "PC301"}
+    again = cli("lint", tmp_path, *PLAIN, "--fix", "--format", "json")
+    assert json.loads(again.stdout)["summary"]["fixed_files"] == []
+
+
+def test_fix_never_touches_tool_call_arguments(cli, tmp_path):
+    request = {
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "b", "parameters": {"type": "object", "properties": {}}},
+            },
+            {"type": "function", "function": {"name": "a", "parameters": {}}},
+        ],
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "b", "arguments": '{"z": 1, "a": 2}'},
+                    }
+                ],
+            },
+        ],
+    }
+    target = tmp_path / "r.json"
+    target.write_text(json.dumps(request))
+    cli("lint", target, *PLAIN, "--fix")
+    fixed = json.loads(target.read_text())
+    assert fixed["messages"] == request["messages"]
+    assert [t["function"]["name"] for t in fixed["tools"]] == ["a", "b"]

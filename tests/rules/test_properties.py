@@ -1,0 +1,146 @@
+"""Properties: the segment cache is exact, the prefix index is exact, append-only is silent."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pcache.prompt.render import resolve_renderer
+from pcache.prompt.segment_cache import SegmentCachedRenderer
+from pcache.rules.cost import PrefixIndex
+from pcache.rules.runner import LintOptions, lint_values
+
+PIECES = st.sampled_from(
+    [
+        "<|endoftext|>",
+        "<|endofprompt|>",
+        " ",
+        "\n",
+        "\n\n",
+        "  ",
+        "é",
+        "😀",
+        "日本",
+        "a",
+        "The",
+        " cat",
+        "123",
+        '{"k": 1}',
+        "<|",
+        "|>",
+        "\r\n",
+        "\u0301",
+        "tool",
+        "<|im_start|>",
+    ]
+)
+TEXT = st.lists(st.one_of(PIECES, st.text(max_size=12)), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(TEXT, min_size=1, max_size=4))
+def test_segment_cache_encodes_exactly_like_the_tokenizer(texts):
+    plain = resolve_renderer("o200k_base")
+    cached = SegmentCachedRenderer(plain, max_cached_tokens=64)
+    for text in texts + texts:  # second pass reads from the cache
+        assert cached.encode_with_starts(text) == plain.encode_with_starts(text)
+    cached.check_integrity()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prompts=st.lists(st.lists(st.integers(0, 3), max_size=40), min_size=1, max_size=8),
+    block_size=st.integers(1, 5),
+)
+def test_prefix_index_finds_the_longest_common_prefix(prompts, block_size):
+    index = PrefixIndex(block_size)
+    for number, prompt in enumerate(prompts):
+        best = 0
+        for earlier in prompts[:number]:
+            shared = 0
+            while shared < min(len(prompt), len(earlier)) and prompt[shared] == earlier[shared]:
+                shared += 1
+            best = max(best, shared)
+        found = index.observe(prompt)
+        full = (best // block_size) * block_size
+        assert full <= found <= best  # exact on full blocks; token-refined within one more block
+    index.check_integrity()
+
+
+WORDS = st.text(alphabet="abcdefghij KLMN.,?", min_size=1, max_size=30).map(str.strip).filter(bool)
+
+
+@st.composite
+def conversations(draw):
+    messages = [{"role": "system", "content": "You are a helpful agent. " + draw(WORDS)}]
+    for turn in range(draw(st.integers(1, 5))):
+        messages.append({"role": "user", "content": draw(WORDS)})
+        if draw(st.booleans()):
+            call_id = f"call_{turn}"
+            arguments = '{"q": "' + draw(WORDS) + '"}'
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": draw(WORDS),
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "search", "arguments": arguments},
+                        }
+                    ],
+                }
+            )
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": draw(WORDS)})
+        messages.append({"role": "assistant", "content": draw(WORDS)})
+    return messages
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=conversations(), with_ids=st.booleans())
+def test_append_only_sessions_are_never_reported(messages, with_ids):
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "search",
+                "description": "Search.",
+                "parameters": {"properties": {"q": {"type": "string"}}, "type": "object"},
+            },
+        }
+    ]
+    requests = []
+    for end in range(2, len(messages) + 1):
+        if messages[end - 1]["role"] in ("user", "tool"):
+            body = {"messages": messages[:end], "tools": tools}
+            if with_ids:
+                body["session_id"] = "s"
+            requests.append(body)
+    report = lint_values(requests, LintOptions(tokenizer="o200k_base", profile="sglang"))
+    assert not report.diagnostics, [(d.code, d.message) for d in report.diagnostics]
+    assert report.summary.sessions == 1
+
+
+CONTENT = st.lists(
+    PIECES | st.sampled_from(["<|start|>", "<|end|>", "<|message|>", "<|call|>"]), max_size=12
+).map("".join)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(contents=st.lists(CONTENT, min_size=2, max_size=6))
+def test_segment_cache_is_exact_for_the_gpt_oss_renderer(contents):
+    from pcache.prompt.request import request_from_document
+    from pcache.prompt.tokenizer import RenderOptions
+
+    harmony = resolve_renderer("gpt-oss")
+    cached = SegmentCachedRenderer(harmony, max_cached_tokens=256)
+    roles = ["system", "user", "assistant"]
+    messages = [{"role": roles[min(i, 1 + i % 2)], "content": c} for i, c in enumerate(contents)]
+    for end in (len(messages), len(messages) - 1, len(messages)):
+        request = request_from_document({"messages": messages[:end]}, "x")
+        text, _ = cached.render_text(request, RenderOptions())
+        expected = harmony.encode_with_starts(text)
+        ids, segments = cached.encode_segments(text)
+        assert segments is not None
+        assert (ids, cached.starts(text, segments)) == expected
+    cached.check_integrity()
