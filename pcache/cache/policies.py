@@ -86,6 +86,10 @@ class VllmPolicy:
     def peak_used_blocks(self) -> int:
         return self.pool.max_block_id_used
 
+    def referenced_blocks(self) -> int:
+        """Distinct blocks that running requests reference now (physical KV in use)."""
+        return self.capacity_blocks - self.pool.free_block_queue.num_free_blocks
+
     def admit(self, record: TraceRecord, now: float) -> Admission | None:
         if record.hash_ids is not None:
             return self._admit_hash_ids(record)

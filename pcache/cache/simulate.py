@@ -113,6 +113,12 @@ class ReplayReport:
     peak_used_blocks: int
     kv_bytes_per_token: int
     kv_bytes_saved: int
+    """Physical KV memory saved by sharing: at the busiest moment, the blocks in the block
+    tables of the running requests minus the distinct blocks they reference (0 in serial
+    replays, where one request runs at a time; vllm policy only)."""
+    peak_shared_blocks: int
+    prefill_kv_bytes_reused: int
+    """KV bytes read from the cache instead of recomputed, over the whole replay."""
     prefill_tokens_saved: int
     skipped_lines: int
     reordered: bool
@@ -197,7 +203,9 @@ def _simulate(
     decode_ms_per_token = 1000.0 / options.decode_tokens_per_s
     timed = options.concurrency == "timed"
     serve = policy.serve
-    running: list[tuple[float, int, Admission]] = []
+    running: list[tuple[float, int, Admission, int]] = []
+    logical_blocks = peak_shared = 0  # block-table entries of running requests
+    referenced = getattr(policy, "referenced_blocks", None)
     outcomes: list[RequestOutcome] = []
     query_tokens = hit_tokens = hit_requests = 0
     ttfts: list[float] = []
@@ -208,13 +216,16 @@ def _simulate(
         try:
             if timed:
                 while running and running[0][0] <= now:
-                    policy.release(heapq.heappop(running)[2])
+                    _, _, held, table = heapq.heappop(running)
+                    policy.release(held)
+                    logical_blocks -= table
                 admission = policy.admit(record, now)
                 while admission is None:
                     if not running:
                         raise CapacityTooSmall(cdiv(record.input_length, block_size))
-                    finish, _, held = heapq.heappop(running)
+                    finish, _, held, table = heapq.heappop(running)
                     policy.release(held)
+                    logical_blocks -= table
                     start = max(start, finish)
                     admission = policy.admit(record, start)
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
@@ -233,7 +244,11 @@ def _simulate(
         ttft = (start - now) + prefill  # queueing for room in the cache, then prefill
         if timed:
             finish = start + prefill + record.output_length * decode_ms_per_token
-            heapq.heappush(running, (finish, position, admission))
+            table = cdiv(record.input_length, block_size)
+            heapq.heappush(running, (finish, position, admission, table))
+            logical_blocks += table
+            if referenced is not None:
+                peak_shared = max(peak_shared, logical_blocks - referenced())
         query_tokens += num_tokens
         hit_tokens += cached
         if hit_blocks:
@@ -276,6 +291,7 @@ def _simulate(
         Counter(ttfts_cold),
         observed,
         outcomes,
+        peak_shared,
     )
 
 
@@ -378,6 +394,7 @@ def _report(
     ttfts_cold,
     observed,
     outcomes,
+    peak_shared_blocks=0,
 ) -> ReplayReport:
     num_requests = len(trace.records)
     bill = None
@@ -414,7 +431,9 @@ def _report(
         evicted_blocks=policy.evicted_blocks,
         peak_used_blocks=policy.peak_used_blocks,
         kv_bytes_per_token=options.kv_bytes_per_token,
-        kv_bytes_saved=hit_tokens * options.kv_bytes_per_token,
+        kv_bytes_saved=peak_shared_blocks * block_size * options.kv_bytes_per_token,
+        peak_shared_blocks=peak_shared_blocks,
+        prefill_kv_bytes_reused=hit_tokens * options.kv_bytes_per_token,
         prefill_tokens_saved=hit_tokens,
         skipped_lines=trace.num_skipped,
         reordered=trace.reordered,
