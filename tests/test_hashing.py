@@ -7,12 +7,10 @@ import json
 import pickle
 
 import cbor2
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.cache.cbor_stream import cbor_token_stream
 from pcache.cache.hashing import (
     HASH_ALGOS,
     HashSettings,
@@ -115,14 +113,6 @@ def test_fast_chain_equals_the_straightforward_one(tokens, algo, size, salt, lor
         tokens, HashSettings(algo=algo, block_size=size, cache_salt=salt, lora=lora)
     )
     assert fast == reference_chain(tokens, algo, size, salt, lora)
-
-
-@settings(max_examples=100, deadline=None)
-@given(tokens=token_lists)
-def test_cbor_stream_is_cbor2(tokens):
-    stream, offsets = cbor_token_stream(np.asarray(tokens, dtype=np.int64))
-    assert stream == b"".join(cbor2.dumps(t) for t in tokens)
-    assert offsets[-1] == len(stream)
 
 
 @settings(max_examples=60, deadline=None)

@@ -48,7 +48,8 @@ def test_mooncake_sample_finite(cli, policy, evicted):
     )
     assert report["hit_tokens"] == 2048 and report["evicted_blocks"] == evicted
     assert report["peak_used_blocks"] == 4
-    assert report["kv_bytes_saved"] == 2048 * 131072
+    assert report["prefill_kv_bytes_reused"] == 2048 * 131072
+    assert report["kv_bytes_saved"] == 0  # serial: one request holds blocks at a time
 
 
 def test_impossible_capacity_is_a_clear_error(cli):
@@ -357,3 +358,20 @@ def test_progress_bar_on_request(cli):
     result = cli("replay", TRACES / "mooncake_tiny.jsonl", "--simulate", "--progress")
     assert result.exit_code == 0, result.output
     assert "token hit rate" in result.stdout
+
+
+def test_timed_replay_counts_physically_shared_blocks(cli, tmp_path):
+    trace = tmp_path / "overlap.jsonl"
+    lines = [
+        {"timestamp": 0, "input_length": 1536, "output_length": 500, "hash_ids": [0, 1, 2]},
+        {"timestamp": 1, "input_length": 1500, "output_length": 500, "hash_ids": [0, 1, 2]},
+        {"timestamp": 2, "input_length": 1100, "output_length": 500, "hash_ids": [0, 1, 9]},
+    ]
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    timed = replay_json(cli, trace, "--concurrency", "timed")
+    # all three run at once: 9 block-table entries over 4 distinct blocks
+    assert timed["peak_shared_blocks"] == 5
+    assert timed["kv_bytes_saved"] == 5 * 512 * timed["kv_bytes_per_token"]
+    serial = replay_json(cli, trace)
+    assert serial["kv_bytes_saved"] == 0 and serial["peak_shared_blocks"] == 0
+    assert serial["prefill_kv_bytes_reused"] == serial["hit_tokens"] * serial["kv_bytes_per_token"]

@@ -91,13 +91,12 @@ class FreeKVCacheBlockQueue:
         if n == 0:
             return []
         assert self.num_free_blocks >= n, f"asked for {n} blocks, {self.num_free_blocks} free"
-        popped = []
+        popped = [None] * n
         current = self.fake_head.next_free_block
-        for _ in range(n):
-            assert current is not None and current is not self.fake_tail
+        for index in range(n):
+            popped[index] = current
             following = current.next_free_block
             current.prev_free_block = current.next_free_block = None
-            popped.append(current)
             current = following
         self.fake_head.next_free_block = current
         current.prev_free_block = self.fake_head
@@ -273,7 +272,8 @@ class BlockPool:
             return
         assert len(block_hashes) >= num_full_blocks
         stored = []
-        insert = self.cached_block_hash_to_block.insert
+        hash_map = self.cached_block_hash_to_block
+        setdefault = hash_map._cache.setdefault
         for index in range(num_cached_blocks, num_full_blocks):
             block = blocks[index]
             if block.is_null:
@@ -283,7 +283,8 @@ class BlockPool:
                 key = group_key(key, kv_cache_group_id)
             assert block._block_hash is None, "the block already has a hash"
             block._block_hash = key
-            insert(key, block)
+            if setdefault(key, block) is not block:  # another block holds this hash
+                hash_map.insert(key, block)
             stored.append(key)
         if self.enable_kv_cache_events:
             num_tokens = (num_full_blocks - num_cached_blocks) * block_size
@@ -293,25 +294,37 @@ class BlockPool:
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
         """Pop `num_blocks` from the head of the free queue, evicting their old hashes."""
-        if num_blocks > self.get_num_free_blocks():
+        queue = self.free_block_queue
+        if num_blocks > queue.num_free_blocks:
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
-        blocks = self.free_block_queue.popleft_n(num_blocks)
-        caching = self.enable_caching
+        if num_blocks <= 0:
+            return []
+        # FreeKVCacheBlockQueue.popleft_n and the eviction of each block, in one pass
+        evict_here = self.enable_caching and not self.enable_kv_cache_events
         cache = self.cached_block_hash_to_block._cache
         peak = self.max_block_id_used
-        for block in blocks:
+        blocks = [None] * num_blocks
+        block = queue.fake_head.next_free_block
+        for index in range(num_blocks):
+            blocks[index] = block
+            following = block.next_free_block
+            block.prev_free_block = block.next_free_block = None
             if block.block_id > peak:
                 peak = block.block_id
             key = block._block_hash
-            if caching and key is not None:
-                if cache.get(key) is block and not self.enable_kv_cache_events:
+            if key is not None:
+                if evict_here and cache.get(key) is block:
                     del cache[key]  # the common case of _maybe_evict_cached_block
                     block._block_hash = None
                     self.num_evicted_blocks += 1
-                else:
+                elif self.enable_caching:
                     self._maybe_evict_cached_block(block)
             assert block.ref_cnt == 0
             block.ref_cnt = 1
+            block = following
+        queue.fake_head.next_free_block = block
+        block.prev_free_block = queue.fake_head
+        queue.num_free_blocks -= num_blocks
         self.max_block_id_used = peak
         return blocks
 
@@ -352,20 +365,145 @@ class BlockPool:
         Blocks reaching zero go to the free queue: unhashed ones (and all of them when caching
         is off) to the head in the given order, hashed ones to the tail.
         """
-        evict_first, evict_last = [], []
+        queue = self.free_block_queue
+        evict_first = []
         caching = self.enable_caching
+        # FreeKVCacheBlockQueue.append_n, one block at a time
+        last = queue.fake_tail.prev_free_block
+        num_appended = 0
         for block in ordered_blocks:
             if block.is_null:
                 continue
-            block.ref_cnt -= 1
-            assert block.ref_cnt >= 0, f"{block} freed more often than referenced"
-            if block.ref_cnt == 0:
+            ref_cnt = block.ref_cnt - 1
+            assert ref_cnt >= 0, f"{block} freed more often than referenced"
+            block.ref_cnt = ref_cnt
+            if ref_cnt == 0:
                 if block._block_hash is None or not caching:
                     evict_first.append(block)
                 else:
-                    evict_last.append(block)
-        self.free_block_queue.prepend_n(evict_first)
-        self.free_block_queue.append_n(evict_last)
+                    block.prev_free_block = last
+                    last.next_free_block = block
+                    last = block
+                    num_appended += 1
+        if num_appended:
+            last.next_free_block = queue.fake_tail
+            queue.fake_tail.prev_free_block = last
+            queue.num_free_blocks += num_appended
+        queue.prepend_n(evict_first)
+
+    def replay_request(self, block_hashes: Sequence[BlockHash], block_size: int) -> int | None:
+        """Serve one request of a serial replay and release it; returns its number of hits,
+        or None (and changes nothing) when the free queue cannot hold it.
+
+        The request's blocks are all full: the leading run of cached hashes is hit, every
+        other hash gets a new block and is cached, then every block is freed, tail first.
+        Equal to `touch` + `get_new_blocks` + `cache_full_blocks` + `free_blocks`; when no
+        block is referenced (a serial replay) it runs in one pass with no per-block reference
+        counting: the new blocks and the hits go straight from where they are to the tail.
+        """
+        queue = self.free_block_queue
+        num_blocks = len(block_hashes)
+        if (
+            queue.num_free_blocks != self.num_gpu_blocks - 1
+            or not self.enable_caching
+            or self.enable_kv_cache_events
+            or num_blocks > queue.num_free_blocks
+        ):
+            return self._replay_request_in_steps(block_hashes, block_size)
+        cache = self.cached_block_hash_to_block._cache
+        lookup, block_type = cache.get, KVCacheBlock
+        # the hits leave the free queue (a hit seen twice is already out: its links are None)
+        hits = []
+        add_hit = hits.append
+        repeated = False
+        for key in block_hashes:
+            block = lookup(key)
+            if block is None:
+                break
+            if type(block) is not block_type:
+                block = next(iter(block.values()))
+            add_hit(block)
+            previous, following = block.prev_free_block, block.next_free_block
+            if previous is None:
+                repeated = True
+                continue
+            previous.next_free_block = following
+            following.prev_free_block = previous
+            block.prev_free_block = None
+        num_hits = len(hits)
+        tail = queue.fake_tail
+        if num_hits < num_blocks:  # freed first: the new blocks, newest first
+            newest, oldest = self._chain_new_blocks(block_hashes, num_hits)
+            last = tail.prev_free_block
+            last.next_free_block = newest
+            newest.prev_free_block = last
+            last = oldest
+        else:
+            last = tail.prev_free_block
+        # then the hits, last one first
+        if repeated:  # a block hit twice is freed where its first hit is
+            hits = list(dict.fromkeys(hits))
+        for block in reversed(hits):
+            block.prev_free_block = last
+            last.next_free_block = block
+            last = block
+        last.next_free_block = tail
+        tail.prev_free_block = last
+        return num_hits
+
+    def _chain_new_blocks(
+        self, block_hashes: Sequence[BlockHash], num_hits: int
+    ) -> tuple[KVCacheBlock, KVCacheBlock]:
+        """`replay_request`'s new blocks, popped from the head and cached: (newest, oldest) of
+        a chain linked newest first, the order they are freed in."""
+        cache = self.cached_block_hash_to_block._cache
+        head = self.free_block_queue.fake_head
+        current = head.next_free_block
+        newest = oldest = None
+        peak, evicted = self.max_block_id_used, 0
+        for index in range(num_hits, len(block_hashes)):
+            block = current
+            current = block.next_free_block
+            if block.block_id > peak:
+                peak = block.block_id
+            key = block._block_hash
+            if key is not None:
+                if cache.get(key) is block:
+                    del cache[key]
+                    block._block_hash = None
+                    evicted += 1
+                else:
+                    self._maybe_evict_cached_block(block)
+            key = block_hashes[index]
+            block._block_hash = key
+            if cache.setdefault(key, block) is not block:
+                self.cached_block_hash_to_block.insert(key, block)
+            block.next_free_block = newest
+            if newest is None:
+                oldest = block
+            else:
+                newest.prev_free_block = block
+            newest = block
+        head.next_free_block = current
+        current.prev_free_block = head
+        self.max_block_id_used = peak
+        self.num_evicted_blocks += evicted
+        return newest, oldest
+
+    def _replay_request_in_steps(
+        self, block_hashes: Sequence[BlockHash], block_size: int
+    ) -> int | None:
+        """`replay_request` through the general operations (any pool state)."""
+        hits = self.cached_block_hash_to_block.leading_hits(block_hashes)
+        num_hits = len(hits)
+        num_free_hits = sum(1 for block in hits if block.ref_cnt == 0)
+        if len(block_hashes) - num_hits + num_free_hits > self.get_num_free_blocks():
+            return None
+        self.touch(hits)
+        blocks = hits + self.get_new_blocks(len(block_hashes) - num_hits)
+        self.cache_full_blocks(blocks, block_hashes, num_hits, len(block_hashes), block_size)
+        self.free_blocks(reversed(blocks))
+        return num_hits
 
     def reset_prefix_cache(self) -> bool:
         """Forget every hash; only possible when every block but the null block is free."""

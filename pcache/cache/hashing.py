@@ -187,18 +187,22 @@ def block_hashes(
     `start_block` full blocks, and `parent` is the hash of the block before them.
     """
     size = settings.block_size
-    tokens = token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids)
+    if isinstance(token_ids, list):
+        tokens = token_ids
+    else:
+        tokens = token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids)
     num_blocks = len(tokens) // size
     if num_blocks == 0:
         return []
-    tokens = tokens[: num_blocks * size]
-    if min(tokens) < 0:
-        raise UsageError("token ids must be non-negative")
+    if len(tokens) != num_blocks * size:
+        tokens = tokens[: num_blocks * size]
     parent = settings.initial_hash() if parent is None else parent
     if settings.algo == DEFAULT_HASH_ALGO:
         return _pcache_chain(tokens, size, parent)
     if settings.algo.endswith("_cbor"):
         return _cbor_chain(tokens, settings, parent, start_block)
+    if min(tokens) < 0:
+        raise UsageError("token ids must be non-negative")
     return _pickle_chain(tokens, settings, parent, start_block)
 
 
@@ -206,7 +210,7 @@ def _pcache_chain(tokens: list[int], size: int, parent: bytes) -> list[bytes]:
     try:
         packed = array("I", tokens)  # 32-bit unsigned on every platform CPython supports
     except OverflowError:
-        raise UsageError("token ids must be below 2**32") from None
+        raise UsageError("token ids must be non-negative and below 2**32") from None
     if sys.byteorder != "little":
         packed.byteswap()
     payload = packed.tobytes()
@@ -223,35 +227,71 @@ def _pcache_chain(tokens: list[int], size: int, parent: bytes) -> list[bytes]:
 def _cbor_chain(
     tokens: list[int], settings: HashSettings, parent: bytes, start_block: int
 ) -> list[bytes]:
-    from pcache.cache.cbor_stream import cbor_token_stream
-
+    """vLLM's CBOR chain. The canonical CBOR of a block's 3-tuple is
+    `83 | bytes-head parent | array-head token ints | extra keys`; the token ints of all blocks
+    come from one C-level `cbor2.dumps(tokens)`, framed per block with numpy, so the loop that
+    must run in order only concatenates the parent and hashes."""
     size = settings.block_size
-    stream, offsets = cbor_token_stream(tokens)
-    bounds = offsets[::size].tolist()
     digest = _digest_function(settings.algo)
-    array_head = _cbor_head(4, size)
-    parent_head = _cbor_head(2, len(parent))
-    no_extra = b"\xf6"
-    lora_extra = None
-    if settings.lora is not None:
-        lora_extra = cbor_encode(vllm_extra_keys(1, None, settings.lora))
-    hashes = []
-    for block in range(len(bounds) - 1):
-        index = start_block + block
-        if index == 0 and settings.cache_salt:
-            extra = cbor_encode(vllm_extra_keys(0, settings.cache_salt, settings.lora))
-        else:
-            extra = lora_extra or no_extra
-        parent = digest(
-            b"\x83"
-            + parent_head
-            + parent
-            + array_head
-            + stream[bounds[block] : bounds[block + 1]]
-            + extra
-        )
+    prefix = b"\x83" + _cbor_head(2, len(parent))
+    hashes: list[bytes] = []
+    if start_block == 0 and settings.cache_salt:  # block 0 alone carries the salt
+        extra = cbor_encode(vllm_extra_keys(0, settings.cache_salt, settings.lora))
+        parent = digest(prefix + parent + cbor_encode(tuple(tokens[:size])) + extra)
+        hashes.append(parent)
+        tokens = tokens[size:]
+    if not tokens:
+        return hashes
+    extra = cbor_encode(vllm_extra_keys(1, None, settings.lora))  # b"\xf6" (None) without LoRA
+    framed, starts, ends = _framed_cbor_blocks(tokens, size, _cbor_head(4, size), extra)
+    for start, end in zip(starts, ends, strict=True):
+        parent = digest(prefix + parent + framed[start:end])
         hashes.append(parent)
     return hashes
+
+
+def _framed_cbor_blocks(
+    tokens: list[int], size: int, array_head: bytes, extra: bytes
+) -> tuple[bytes, list[int], list[int]]:
+    """`array_head + CBOR ints + extra` of every block, back to back, and each block's span."""
+    import cbor2
+    import numpy as np
+
+    num_blocks = len(tokens) // size
+    try:
+        values = np.frombuffer(array("I", tokens), dtype=np.uint32)
+    except OverflowError:  # ids of 2**32 and above: encode block by block
+        if min(tokens) < 0:
+            raise UsageError("token ids must be non-negative") from None
+        chunks = [
+            cbor2.dumps(tuple(tokens[i * size : (i + 1) * size])) + extra for i in range(num_blocks)
+        ]
+        ends = np.cumsum([len(chunk) for chunk in chunks]).tolist()
+        return b"".join(chunks), [0, *ends[:-1]], ends
+    widths = (values >= 24).view(np.uint8) + (values >= 256).view(np.uint8)
+    widths += (values >= 65536).view(np.uint8) * np.uint8(2)  # 1, 2, 3 or 5 bytes a token
+    block_bytes = widths.reshape(num_blocks, size).sum(axis=1, dtype=np.int64) + size
+    token_ends = np.cumsum(block_bytes)
+    token_starts = token_ends - block_bytes
+    encoded = cbor2.dumps(tokens)
+    body = np.frombuffer(encoded, dtype=np.uint8, offset=len(encoded) - int(token_ends[-1]))
+    head, tail = np.frombuffer(array_head, np.uint8), np.frombuffer(extra, np.uint8)
+    # per block, in order: the array head before its ints, the extra keys after them
+    where = np.concatenate(
+        [
+            np.repeat(token_starts[:, None], len(head), axis=1),
+            np.repeat(token_ends[:, None], len(tail), axis=1),
+        ],
+        axis=1,
+    ).ravel()
+    what = np.tile(np.concatenate([head, tail]), num_blocks)
+    framed = np.insert(body, where, what).tobytes()
+    shift = np.arange(num_blocks, dtype=np.int64) * (len(head) + len(tail))
+    return (
+        framed,
+        (token_starts + shift).tolist(),
+        (token_ends + shift + len(head) + len(tail)).tolist(),
+    )
 
 
 def _pickle_chain(

@@ -11,12 +11,16 @@
   unbounded radix tree; hits are rounded by `pcache.cache.profiles.reusable_tokens`.
 
 `admit` returns an `Admission` (cached tokens, blocks held), or None when the cache cannot
-hold the request now; `release` returns its blocks (their prefixes stay cached).
+hold the request now; `release` returns its blocks (their prefixes stay cached). `serve` is
+`admit` then `release` in one call (serial replay), and `serve_all` serves a batch of
+records that way; for hash-id requests on the vLLM pool that is `BlockPool.replay_request`,
+one pass over each request's blocks.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,11 +43,25 @@ class Admission:
 
 
 class CapacityTooSmall(Exception):
-    """The request cannot fit even in an empty cache."""
+    """The request cannot fit even in an empty cache (`position`: its index in a batch)."""
 
-    def __init__(self, needed_blocks: int):
+    def __init__(self, needed_blocks: int, position: int | None = None):
         self.needed_blocks = needed_blocks
+        self.position = position
         super().__init__(needed_blocks)
+
+
+def serve_each(policy, records: Sequence[TraceRecord], cached: list[int]) -> int:
+    """`policy.serve` on each record in turn: cached tokens appended, hit requests returned."""
+    hit_requests = 0
+    for position, record in enumerate(records):
+        served = policy.serve(record, record.timestamp_ms)
+        if served is None:
+            raise CapacityTooSmall(cdiv(record.input_length, policy.block_size), position)
+        cached.append(served[0])
+        if served[1]:
+            hit_requests += 1
+    return hit_requests
 
 
 class VllmPolicy:
@@ -67,6 +85,10 @@ class VllmPolicy:
     @property
     def peak_used_blocks(self) -> int:
         return self.pool.max_block_id_used
+
+    def referenced_blocks(self) -> int:
+        """Distinct blocks that running requests reference now (physical KV in use)."""
+        return self.capacity_blocks - self.pool.free_block_queue.num_free_blocks
 
     def admit(self, record: TraceRecord, now: float) -> Admission | None:
         if record.hash_ids is not None:
@@ -111,6 +133,46 @@ class VllmPolicy:
         pool.cache_full_blocks(blocks, hash_ids, num_hits, len(hash_ids), self.block_size)
         cached = min(num_hits * self.block_size, record.input_length)
         return Admission(cached, num_hits, blocks)
+
+    def serve(self, record: TraceRecord, now: float) -> tuple[int, int] | None:
+        """Admit and release at once (serial replay): (cached tokens, hit blocks), or None."""
+        hash_ids = record.hash_ids
+        if hash_ids is None:
+            admission = self._admit_tokens(record)
+            if admission is None:
+                return None
+            self.release(admission)
+            return admission.cached_tokens, admission.hit_blocks
+        if len(hash_ids) > self.capacity_blocks:
+            raise CapacityTooSmall(len(hash_ids))
+        num_hits = self.pool.replay_request(hash_ids, self.block_size)
+        if num_hits is None:
+            return None
+        return min(num_hits * self.block_size, record.input_length), num_hits
+
+    def serve_all(self, records: Sequence[TraceRecord], cached: list[int]) -> int:
+        """`serve` each record in turn: cached tokens appended, hit requests returned."""
+        if any(record.hash_ids is None for record in records):
+            return serve_each(self, records, cached)
+        replay_request = self.pool.replay_request
+        block_size, capacity = self.block_size, self.capacity_blocks
+        append = cached.append
+        hit_requests = 0
+        for position, record in enumerate(records):
+            hash_ids = record.hash_ids
+            if len(hash_ids) > capacity:
+                raise CapacityTooSmall(len(hash_ids), position)
+            num_hits = replay_request(hash_ids, block_size)
+            if not num_hits:
+                if num_hits is None:
+                    raise CapacityTooSmall(cdiv(record.input_length, block_size), position)
+                append(0)
+                continue
+            hit_requests += 1
+            hit_tokens = num_hits * block_size
+            input_length = record.input_length
+            append(hit_tokens if hit_tokens < input_length else input_length)
+        return hit_requests
 
     def release(self, admission: Admission) -> None:
         handle = admission.handle
@@ -185,6 +247,18 @@ class RadixPolicy:
             return None
         self.tree.lock(node)
         return Admission(cached, cdiv(cached, self.block_size), node)
+
+    def serve(self, record: TraceRecord, now: float) -> tuple[int, int] | None:
+        """Admit and release at once (serial replay): (cached tokens, hit blocks), or None."""
+        admission = self.admit(record, now)
+        if admission is None:
+            return None
+        self.release(admission)
+        return admission.cached_tokens, admission.hit_blocks
+
+    def serve_all(self, records: Sequence[TraceRecord], cached: list[int]) -> int:
+        """`serve` each record in turn: cached tokens appended, hit requests returned."""
+        return serve_each(self, records, cached)
 
     def release(self, admission: Admission) -> None:
         if isinstance(admission.handle, RadixNode):

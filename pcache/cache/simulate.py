@@ -16,7 +16,9 @@ vLLM's `PrefixCacheStats`); a request hits when at least one block came from the
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pcache.cache.hashing import HashSettings
@@ -29,9 +31,10 @@ from pcache.cache.policies import (
     VllmPolicy,
 )
 from pcache.cache.profiles import load_profile
-from pcache.cache.ttft import TtftModel, percentile
+from pcache.cache.ttft import TtftModel
 from pcache.errors import UsageError
-from pcache.traces.record import Trace
+from pcache.gc_pause import paused_gc
+from pcache.traces.record import Trace, TraceRecord
 
 ENGINE_POLICIES = ("vllm", "radix")
 PROVIDER_POLICIES = ("openai", "anthropic", "gemini", "deepseek")
@@ -110,6 +113,12 @@ class ReplayReport:
     peak_used_blocks: int
     kv_bytes_per_token: int
     kv_bytes_saved: int
+    """Physical KV memory saved by sharing: at the busiest moment, the blocks in the block
+    tables of the running requests minus the distinct blocks they reference (0 in serial
+    replays, where one request runs at a time; vllm policy only)."""
+    peak_shared_blocks: int
+    prefill_kv_bytes_reused: int
+    """KV bytes read from the cache instead of recomputed, over the whole replay."""
     prefill_tokens_saved: int
     skipped_lines: int
     reordered: bool
@@ -160,6 +169,8 @@ def _unlimited_capacity(trace: Trace, block_size: int) -> int:
             if block_hash not in seen:
                 break
             run += 1
+        else:
+            continue  # every id seen: nothing allocated, nothing new
         total += len(hash_ids) - run
         seen.update(hash_ids)
     return total or 1
@@ -173,40 +184,58 @@ def simulate(
     check_every: int = 0,
 ) -> ReplayReport:
     """Replay `trace` under `options`; `progress(n)` is called every 1,000 requests."""
+    with paused_gc():
+        return _simulate(trace, options, progress, keep_requests, check_every)
+
+
+def _simulate(
+    trace: Trace,
+    options: SimulationOptions,
+    progress: Callable[[int], None] | None,
+    keep_requests: bool,
+    check_every: int,
+) -> ReplayReport:
     policy, block_size = _make_policy(trace, options)
+    if options.concurrency == "serial" and not keep_requests and not check_every:
+        return _simulate_serial(trace, options, policy, block_size, progress)
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
     decode_ms_per_token = 1000.0 / options.decode_tokens_per_s
     timed = options.concurrency == "timed"
-    running: list[tuple[float, int, Admission]] = []
+    serve = policy.serve
+    running: list[tuple[float, int, Admission, int]] = []
+    logical_blocks = peak_shared = 0  # block-table entries of running requests
+    referenced = getattr(policy, "referenced_blocks", None)
     outcomes: list[RequestOutcome] = []
     query_tokens = hit_tokens = hit_requests = 0
     ttfts: list[float] = []
     ttfts_cold: list[float] = []
     observed = None
     for position, record in enumerate(trace.records):
-        now = record.timestamp_ms
-        if timed:
-            while running and running[0][0] <= now:
-                policy.release(heapq.heappop(running)[2])
+        now = start = record.timestamp_ms
         try:
-            admission = policy.admit(record, now)
-            start = now
-            while admission is None:
-                if not running:
+            if timed:
+                while running and running[0][0] <= now:
+                    _, _, held, table = heapq.heappop(running)
+                    policy.release(held)
+                    logical_blocks -= table
+                admission = policy.admit(record, now)
+                while admission is None:
+                    if not running:
+                        raise CapacityTooSmall(cdiv(record.input_length, block_size))
+                    finish, _, held, table = heapq.heappop(running)
+                    policy.release(held)
+                    logical_blocks -= table
+                    start = max(start, finish)
+                    admission = policy.admit(record, start)
+                cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
+            else:  # admitted and released at once: nothing else holds blocks
+                served = serve(record, now)
+                if served is None:
                     raise CapacityTooSmall(cdiv(record.input_length, block_size))
-                finish, _, held = heapq.heappop(running)
-                policy.release(held)
-                start = max(start, finish)
-                admission = policy.admit(record, start)
+                cached, hit_blocks = served
         except CapacityTooSmall as failure:
-            where = f"line {record.line}" if record.line is not None else f"request {position}"
-            raise UsageError(
-                f"capacity of {options.cache_blocks} blocks cannot hold the request at {where}"
-                f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
-                f" {block_size}); raise --cache-blocks / --cache-gb"
-            ) from None
-        cached = admission.cached_tokens
+            raise _capacity_error(options, record, position, failure, block_size) from None
         # TtftModel.predict, inlined: this loop runs once per request of traces of millions
         num_tokens = record.input_length
         cold_pairs = num_tokens * (num_tokens + 1) // 2
@@ -215,12 +244,15 @@ def simulate(
         ttft = (start - now) + prefill  # queueing for room in the cache, then prefill
         if timed:
             finish = start + prefill + record.output_length * decode_ms_per_token
-            heapq.heappush(running, (finish, position, admission))
-        else:
-            policy.release(admission)
-        query_tokens += record.input_length
+            table = cdiv(record.input_length, block_size)
+            heapq.heappush(running, (finish, position, admission, table))
+            logical_blocks += table
+            if referenced is not None:
+                peak_shared = max(peak_shared, logical_blocks - referenced())
+        query_tokens += num_tokens
         hit_tokens += cached
-        hit_requests += admission.hit_blocks > 0
+        if hit_blocks:
+            hit_requests += 1
         ttfts.append(ttft)
         ttfts_cold.append(cold)
         if record.observed_cached_tokens is not None:
@@ -255,22 +287,99 @@ def simulate(
         query_tokens,
         hit_tokens,
         hit_requests,
-        ttfts,
-        ttfts_cold,
+        Counter(ttfts),
+        Counter(ttfts_cold),
         observed,
         outcomes,
+        peak_shared,
     )
 
 
-def _distribution(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    mean = sum(ordered) / len(ordered) if ordered else 0.0
-    return {
-        "mean": round(mean, 3),
-        "p50": round(percentile(ordered, 0.5), 3),
-        "p90": round(percentile(ordered, 0.9), 3),
-        "p99": round(percentile(ordered, 0.99), 3),
-    }
+def _capacity_error(
+    options: SimulationOptions,
+    record: TraceRecord,
+    position: int,
+    failure: CapacityTooSmall,
+    block_size: int,
+) -> UsageError:
+    where = f"line {record.line}" if record.line is not None else f"request {position}"
+    return UsageError(
+        f"capacity of {options.cache_blocks} blocks cannot hold the request at {where}"
+        f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
+        f" {block_size}); raise --cache-blocks / --cache-gb"
+    )
+
+
+def _simulate_serial(
+    trace: Trace,
+    options: SimulationOptions,
+    policy,
+    block_size: int,
+    progress: Callable[[int], None] | None,
+) -> ReplayReport:
+    """`_simulate` for serial replays without per-request rows: each batch of 1,000 requests
+    is served in one call (`serve_all`), and the TTFTs are computed after the replay."""
+    records = trace.records
+    cached: list[int] = []
+    hit_requests = 0
+    for start in range(0, len(records), 1000):
+        batch = records[start : start + 1000]
+        try:
+            hit_requests += policy.serve_all(batch, cached)
+        except CapacityTooSmall as failure:
+            position = start + (failure.position or 0)
+            record = records[position]
+            raise _capacity_error(options, record, position, failure, block_size) from None
+        if progress is not None and len(batch) == 1000:
+            progress(1000)
+    model = options.ttft
+    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
+    lengths = [record.input_length for record in records]
+    # the same expressions as _simulate's, so that both give the same floats; computed once
+    # for each distinct (prompt tokens, cached tokens) pair
+    ttfts: Counter[float] = Counter()
+    ttfts_cold: Counter[float] = Counter()
+    for (num_tokens, hit), count in Counter(zip(lengths, cached, strict=True)).items():
+        cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
+        ttfts_cold[cold] += count
+        ttfts[cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)] += count  # no queueing
+    observations = [
+        record.observed_cached_tokens
+        for record in records
+        if record.observed_cached_tokens is not None
+    ]
+    observed = sum(observations) if observations else None
+    return _report(
+        trace,
+        options,
+        policy,
+        block_size,
+        sum(lengths),
+        sum(cached),
+        hit_requests,
+        ttfts,
+        ttfts_cold,
+        observed,
+        [],
+    )
+
+
+def _distribution(counts: Mapping[float, int]) -> dict[str, float]:
+    """Mean and nearest-rank percentiles of values given as value -> number of requests."""
+    ordered = sorted(counts.items())
+    total = sum(counts.values())
+    mean = math.fsum(value * count for value, count in ordered) / total if total else 0.0
+    summary = {"mean": round(mean, 3)}
+    for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        rank = min(max(int(-(-fraction * total // 1)), 1), total)  # as ttft.percentile
+        chosen, seen = 0.0, 0
+        for value, count in ordered:
+            seen += count
+            if seen >= rank:
+                chosen = value
+                break
+        summary[name] = round(chosen, 3)
+    return summary
 
 
 def _report(
@@ -285,6 +394,7 @@ def _report(
     ttfts_cold,
     observed,
     outcomes,
+    peak_shared_blocks=0,
 ) -> ReplayReport:
     num_requests = len(trace.records)
     bill = None
@@ -321,7 +431,9 @@ def _report(
         evicted_blocks=policy.evicted_blocks,
         peak_used_blocks=policy.peak_used_blocks,
         kv_bytes_per_token=options.kv_bytes_per_token,
-        kv_bytes_saved=hit_tokens * options.kv_bytes_per_token,
+        kv_bytes_saved=peak_shared_blocks * block_size * options.kv_bytes_per_token,
+        peak_shared_blocks=peak_shared_blocks,
+        prefill_kv_bytes_reused=hit_tokens * options.kv_bytes_per_token,
         prefill_tokens_saved=hit_tokens,
         skipped_lines=trace.num_skipped,
         reordered=trace.reordered,

@@ -107,9 +107,18 @@ def render(result: ReplayResult, format: str) -> None:
         ),
         ("prefill tokens saved", f"{report.prefill_tokens_saved:,}", ""),
         (
-            "KV bytes saved",
+            "KV reused",
+            _bytes(report.prefill_kv_bytes_reused),
+            f"read from the cache instead of recomputed; {_bytes(report.kv_bytes_per_token)}"
+            f" per token ({result.model})",
+        ),
+        (
+            "KV memory shared",
             _bytes(report.kv_bytes_saved),
-            f"{_bytes(report.kv_bytes_per_token)} per token ({result.model})",
+            f"peak: {report.peak_shared_blocks:,} block-table entries of running requests"
+            " point at blocks another request holds"
+            if report.concurrency == "timed"
+            else "0 in serial replays (one request at a time; see --concurrency timed)",
         ),
         ("evicted blocks", f"{report.evicted_blocks:,}", ""),
         ("peak used blocks", f"{report.peak_used_blocks:,}", "blocks that held KV at once"),

@@ -78,13 +78,18 @@ class HarmonyRenderer(TiktokenEncoder):
 
     # -- tokenizing ---------------------------------------------------------------------------
 
+    def special_spans(self, text: str) -> list[tuple[int, int]] | None:
+        """(start, end) of each special token this renderer wrote into `text`, a text it rendered
+        recently; None for any other text (it may hold special tokens only as ordinary text)."""
+        return self._layouts.get(text)
+
     def encode(self, text: str) -> list[int]:
         """Special tokens are the format's markers; request text is encoded as ordinary text.
 
         Text this renderer produced is split at the markers it wrote; any other text is
         encoded with every special token recognized.
         """
-        markers = self._layouts.get(text)
+        markers = self.special_spans(text)
         if markers is None:
             return self.encoding.encode(text, allowed_special="all")
         token_ids: list[int] = []

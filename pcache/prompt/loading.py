@@ -104,7 +104,6 @@ def iter_documents(
     """
     source = display_name(path)
     if str(path) != "-" and is_jsonl_name(path):
-        _check_regular_file(Path(path), source, max_bytes=2**62)
         yield from _iter_jsonl_file(Path(path), source, skip_errors)
         return
     data = read_bytes(path)
@@ -131,24 +130,59 @@ def iter_documents(
 
 
 def _iter_jsonl_file(path: Path, source: str, skip_errors: bool) -> Iterator[Document | InputError]:
+    for entry in iter_json_lines(path, skip_errors=skip_errors):
+        if isinstance(entry, InputError):
+            yield entry
+        else:
+            yield Document(source, entry[0], entry[1])
+
+
+def iter_json_lines(
+    path: str | os.PathLike[str], *, skip_errors: bool = False
+) -> Iterator[tuple[int, Any] | InputError]:
+    """(line number, value) for each non-blank line of a JSONL file, at orjson's speed.
+
+    The streaming core of `iter_documents` for .jsonl files (no `Document` per line, for
+    traces of millions of lines); with skip_errors, a bad line yields its InputError.
+    """
+    source = display_name(path)
+    file = Path(path)
+    _check_regular_file(file, source, max_bytes=2**62)
     try:
-        handle = path.open("rb")
+        handle = file.open("rb")
     except OSError as error:
         raise InputError(source, error.strerror or "cannot read file") from None
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
     with handle:
         head = handle.read(SNIFF_BYTES)
         _check_text(head, source)
         handle.seek(0)
         seen_any = False
         for number, raw in enumerate(handle, 1):
-            if not raw.strip():
+            try:
+                value = loads(raw)
+            except decode_error as error:
+                if not raw.strip():
+                    continue
+                seen_any = True
+                failure = InputError(source, f"invalid JSON: {error.msg}", number, error.colno)
+                if not skip_errors:
+                    raise failure from None
+                yield failure
                 continue
             seen_any = True
-            try:
-                yield Document(source, number, parse_json(raw, source, number))
-            except InputError as error:
-                if not skip_errors:
-                    raise
-                yield error
+            yield number, value
         if not seen_any:
             raise InputError(source, "file is empty, expected JSON lines")
+
+
+def iter_values(
+    path: str | os.PathLike[str], *, skip_errors: bool = False
+) -> Iterator[tuple[int | None, Any] | InputError]:
+    """`iter_documents` as (line, value) pairs; `iter_json_lines` itself for .jsonl files."""
+    if str(path) != "-" and is_jsonl_name(path):
+        return iter_json_lines(path, skip_errors=skip_errors)
+    return (
+        item if isinstance(item, InputError) else (item.line, item.value)
+        for item in iter_documents(path, skip_errors=skip_errors)
+    )

@@ -65,7 +65,7 @@ class SegmentCachedRenderer:
         encoding = getattr(renderer, "encoding", None)
         self.encoding = encoding
         self.enabled = encoding is not None and hasattr(encoding, "special_tokens_set")
-        self._layouts = getattr(renderer, "_layouts", None)
+        self._special_spans = getattr(renderer, "special_spans", None)
         if self.enabled:
             specials = sorted(encoding.special_tokens_set, key=len, reverse=True)
             self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
@@ -84,8 +84,8 @@ class SegmentCachedRenderer:
         """The text cut where the wrapped renderer's encoder cuts it; None: not cacheable."""
         if not self.enabled:
             return None
-        if self._layouts is not None:  # harmony: only the markers the renderer wrote
-            markers = self._layouts.get(text)
+        if self._special_spans is not None:  # harmony: only the markers the renderer wrote
+            markers = self._special_spans(text)
             if markers is None:
                 return None
             cuts = [(start, end, text[start:end]) for start, end in markers]

@@ -48,6 +48,7 @@ from collections.abc import Iterator
 
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
+from pcache.rules.pc305_mcp_nondeterminism_hint import unsorted_server
 from pcache.rules.slots import tool_names
 
 RULE = Rule(
@@ -89,6 +90,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 fix_title=FIX,
             )
             return
+    if unsorted_server(names) is not None:
+        return  # PC305 gives the more specific hint
     if names != sorted(names) and ctx.app.once(("PC301", tuple(names))):
         yield Violation(
             "tools are not sorted by name; an order that varies would change the prefix",

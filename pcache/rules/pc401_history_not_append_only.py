@@ -2,7 +2,9 @@ r"""## What it does
 Checks that each request of a session repeats the previous request's messages unchanged before
 adding new ones. An earlier message that was edited, deleted, inserted or moved is reported with
 the kind of change. Whitespace, tool-call ids, argument serialization and dropped reasoning have
-their own rules (PC107, PC304, PC202, PC404); a dropped head is PC402.
+their own rules (PC107, PC304, PC202, PC404); a dropped head is PC402; a
+summary or a clipped output PC403; moved system messages PC406; re-serialized tool results
+PC203/PC204.
 
 ## Why is this bad?
 The cache holds the previous conversation as a token prefix. Changing message k re-prefills
@@ -54,6 +56,7 @@ from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.history import compare_history
 from pcache.rules.patterns import changed_context, is_volatile
+from pcache.rules.pc106_fewshot_reordered import fewshot_change, paragraphs
 from pcache.rules.slots import PREFIX_ROLES
 
 RULE = Rule(
@@ -69,8 +72,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         return
     previous, request = ctx.previous.request, ctx.current.request
     change = compare_history(ctx)
-    if change.kind in ("append", "window"):
-        return
+    if change.kind not in ("edit", "deletion", "insertion", "reorder"):
+        return  # append-only, or a change PC402/PC403/PC406 explain
     index = change.index
     if index >= ctx.previous.last_user_index:
         return  # the previous request's newest turn was replaced: a retry, not history
@@ -82,6 +85,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             _, was, now = changed_context(a, b) if a != b else (0, "", "")
             if is_volatile(was) and is_volatile(now):
                 return  # a clock or an id: PC101/PC103 report it
+            if fewshot_change(paragraphs(a), paragraphs(b)) is not None:
+                return  # examples reordered or resampled: PC106 reports it
     target = min(index, len(request.messages) - 1)
     yield Violation(
         f"history is not append-only: message {index} ({old['role']}) was"

@@ -12,6 +12,7 @@ from typing import Any
 
 from pcache.cache.profiles import load_profile
 from pcache.errors import InputError, UsageError
+from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import resolve_renderer
 from pcache.prompt.request import Request, request_from_document
@@ -177,6 +178,7 @@ class _Run:
         self.totals: dict[str, RuleTotal] = {}
         self.seconds = {"read": 0.0, "render": 0.0, "rules": 0.0, "cost": 0.0}
         self.ignored: tuple[str, ...] = ()
+        self.positions: tuple[tuple[str, int | None], JsonPositions | None] | None = None
 
     def lint_file(self, path: str) -> None:
         self.summary.files += 1
@@ -288,8 +290,23 @@ class _Run:
                 best = span
         return current.token_of_char(best.start) if best else None
 
+    def _locate(self, request: Request, json_path: str) -> tuple[int, int]:
+        """Line and column of `json_path` in a .json request file (else the request's line)."""
+        line = request.line or 1
+        if not request.source.endswith(".json"):
+            return line, 1
+        key = (request.source, request.line)
+        if self.positions is None or self.positions[0] != key:
+            self.positions = (key, _positions_of(request))
+        positions = self.positions[1]
+        if positions is None:
+            return line, 1
+        found_line, column = positions.locate(json_path)
+        return (found_line, column) if request.line is None else (line, column)
+
     def _report(self, rule: Rule, violation: Violation, current, position, lost: int) -> None:
         request = current.request
+        line, column = self._locate(request, violation.json_path)
         self.diagnostics.append(
             Diagnostic(
                 code=rule.code,
@@ -297,8 +314,8 @@ class _Run:
                 severity=violation.severity or rule.severity,
                 file=request.source,
                 request=request.label,
-                line=request.line or 1,
-                column=1,
+                line=line,
+                column=column,
                 json_path=violation.json_path,
                 token_position=position,
                 tokens_reprefilled=lost,
@@ -319,6 +336,21 @@ class _Run:
         self.summary.stage_seconds = {k: round(v, 3) for k, v in self.seconds.items()}
         self.diagnostics.sort(key=Diagnostic.sort_key)
         return LintReport(self.diagnostics, self.summary)
+
+
+def _positions_of(request: Request) -> JsonPositions | None:
+    """The position index of a .json request file (of its line, for one-request-per-line
+    files); None when the file cannot be read again."""
+    try:
+        with open(request.source, encoding="utf-8-sig") as handle:
+            if request.line is None:
+                return JsonPositions(handle.read())
+            for number, text in enumerate(handle, 1):
+                if number == request.line:
+                    return JsonPositions(text)
+    except (OSError, UnicodeDecodeError, ValueError, IndexError):
+        return None
+    return None
 
 
 def lint_paths(

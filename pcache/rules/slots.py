@@ -98,15 +98,78 @@ def raw_message(request: Request, index: int) -> Any:
 def history_key(message: dict[str, Any]) -> tuple:
     """A message as the cache sees it, minus what dedicated rules already report.
 
-    Whitespace drift (PC107), tool-call ids (PC304), argument key order (PC202) and dropped
-    reasoning (PC404) are taken out, so PC401/PC402 report only what no other rule explains.
+    Whitespace drift (PC107), tool-call ids (PC304), argument key order (PC202), re-serialized
+    tool results (PC203), number formatting (PC204) and dropped reasoning (PC404)
+    are taken out, so PC401/PC402 report only what no other rule explains.
     """
     from pcache.rules.patterns import normalize_whitespace
 
     content = message.get("content")
-    text = normalize_whitespace(content) if isinstance(content, str) else repr(content)
+    if message["role"] == "tool" and isinstance(content, str):
+        text = canonical_text(content)  # re-serialized results: PC203, numbers: PC204
+    elif isinstance(content, str):
+        text = normalize_numbers(normalize_whitespace(content))
+    else:
+        text = repr(content)
     calls = tuple(
-        (tool_function(call).get("name"), canonical(tool_function(call).get("arguments")))
+        (
+            tool_function(call).get("name"),
+            normalize_numbers(canonical(tool_function(call).get("arguments")).decode()),
+        )
         for call in message.get("tool_calls") or []
     )
     return (message["role"], text, calls)
+
+
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?!\w)(?!\.\d)")
+
+
+def normalize_numbers(text: str) -> str:
+    """Every number written in one canonical way (`1.0`, `1`, `1e0` all become `1.0`)."""
+    return NUMBER.sub(lambda match: repr(float(match.group(0))), text)
+
+
+def canonical_text(text: str) -> str:
+    """Text of a JSON value with its keys sorted and numbers written one way; other text with
+    its numbers written one way."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            return normalize_numbers(canonical(orjson.loads(stripped)).decode())
+        except (orjson.JSONDecodeError, TypeError):
+            pass
+    return normalize_numbers(stripped)
+
+
+def raw_path(request: Request, path: str) -> str:
+    """A path inside the body as sent, prefixed like `Request.source_path` does."""
+    return f"{request.path_prefix}.{path}" if request.path_prefix else path
+
+
+def content_blocks(request: Request) -> list[str]:
+    """Anthropic cache block positions in prefix order: tools, system blocks, message blocks."""
+    raw = request.raw
+    blocks = [f"tools[{i}]" for i, _ in enumerate(raw.get("tools") or [])]
+    system = raw.get("system")
+    if isinstance(system, list):
+        blocks += [f"system[{i}]" for i, _ in enumerate(system)]
+    elif system:
+        blocks.append("system")
+    for index, message in enumerate(raw.get("messages") or []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks += [f"messages[{index}].content[{j}]" for j, _ in enumerate(content)]
+        else:
+            blocks.append(f"messages[{index}]")
+    return blocks
+
+
+OPENAI_MODEL = re.compile(r"^(?:gpt-(?!oss)|o\d|chatgpt-|codex-)", re.IGNORECASE)
+
+
+def openai_applies(request: Request, profile_name: str) -> bool:
+    """OpenAI-specific rules apply: an OpenAI-shaped body sent to OpenAI (by `--profile openai`
+    or by an OpenAI model name; open-weight models such as gpt-oss are served elsewhere)."""
+    if request.kind != "openai":
+        return False
+    return profile_name == "openai" or bool(OPENAI_MODEL.match(request.model or ""))

@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pcache.errors import InputError, UsageError
-from pcache.prompt.loading import Document, iter_documents
+from pcache.gc_pause import paused_gc
+from pcache.prompt.loading import display_name, iter_values
 from pcache.traces.record import Trace, TraceRecord
 
 FORMATS = ("auto", "mooncake", "bailian", "requests")
 MOONCAKE_BLOCK_SIZE = 512
 BAILIAN_BLOCK_SIZE = 16
 _BAILIAN_KEYS = ("chat_id", "parent_chat_id", "turn")
+_INT_ONLY = {int}
 
 
 def detect_format(value: Any) -> str:
@@ -45,17 +48,22 @@ def _int_field(value: dict, key: str, required: bool = True) -> int:
     return number
 
 
-def _check_hash_ids(hash_ids: Any) -> None:
-    # map(type) and set() run at C speed; bools and floats are not ids
-    if type(hash_ids) is not list or (hash_ids and set(map(type, hash_ids)) != {int}):
-        raise ValueError("`hash_ids` must be a list of integers")
+def _compact_ids(hash_ids: list) -> Sequence[int]:
+    """The ids as an `array('q')` (8 bytes each, no int objects), or the list if one overflows."""
+    if type(hash_ids) is not list or (hash_ids and set(map(type, hash_ids)) != _INT_ONLY):
+        raise ValueError("`hash_ids` must be a list of integers")  # bools and floats are not ids
+    try:
+        return array("q", hash_ids)
+    except OverflowError:
+        return hash_ids
 
 
-def _hash_record(value: Any, index: int, line: int | None, fmt: str) -> TraceRecord:
+def _hash_record(
+    value: Any, index: int, line: int | None, bailian: bool, sessions: dict
+) -> TraceRecord:
     if type(value) is not dict:
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
-    hash_ids = value.get("hash_ids")
-    _check_hash_ids(hash_ids)
+    hash_ids = _compact_ids(value.get("hash_ids"))
     input_length = value.get("input_length")
     if type(input_length) is not int or input_length < 0:
         input_length = _int_field(value, "input_length")
@@ -65,17 +73,53 @@ def _hash_record(value: Any, index: int, line: int | None, fmt: str) -> TraceRec
     stamp = value.get("timestamp", 0)
     if type(stamp) is not int and type(stamp) is not float:
         raise ValueError("`timestamp` must be a number")
-    session = value.get("session_id", value.get("chat_id"))
+    session = value.get("session_id")
+    if session is None:
+        session = value.get("chat_id")
+    if session is not None:
+        session = str(session)
+        session = sessions.setdefault(session, session)  # one string per session
     return TraceRecord(
         index,
         line,
-        stamp * 1000.0 if fmt == "bailian" else float(stamp),
+        stamp * 1000.0 if bailian else float(stamp),
         input_length,
         output_length,
         None,
         hash_ids,
-        None if session is None else str(session),
+        session,
     )
+
+
+def _read_hash_records(entries: Iterator, trace: Trace, strict: bool) -> None:
+    """Mooncake and Bailian lines into `trace.records` (the loop of traces of millions)."""
+    records, skipped, source = trace.records, trace.skipped, trace.source
+    bailian = trace.format == "bailian"
+    sessions: dict[str, str] = {}
+    has_stamp = False
+    for entry in entries:
+        if type(entry) is not tuple:
+            skipped.append(str(entry))
+            continue
+        line, value = entry
+        try:
+            record = _hash_record(value, len(records), line, bailian, sessions)
+            if "block_size" in value:
+                size = value["block_size"]
+                if type(size) is not int or size < 1:
+                    raise ValueError("`block_size` must be a positive integer")
+                trace.block_size = size
+        except ValueError as failure:
+            if strict:
+                raise InputError(source, str(failure), line) from None
+            skipped.append(
+                f"{source}:{line}: {failure}" if line is not None else f"{source}: {failure}"
+            )
+            continue
+        if not has_stamp and "timestamp" in value:
+            has_stamp = True
+        records.append(record)
+    trace.has_timestamps = has_stamp
 
 
 def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
@@ -116,6 +160,40 @@ def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
     return convert
 
 
+def _read_request_records(entries: Iterator, trace: Trace, strict: bool, settings: Any) -> None:
+    """Request bodies, rendered and tokenized, into `trace.records`."""
+    convert_request = None
+    source = trace.source
+    for entry in entries:
+        if isinstance(entry, InputError):
+            trace.skipped.append(str(entry))
+            continue
+        line, value = entry
+        try:
+            if convert_request is None:
+                from pcache.pipeline import Settings
+
+                convert_request = _request_converter(settings or Settings())
+            record = convert_request(value, source, len(trace.records), line)
+        except (ValueError, InputError) as failure:
+            if isinstance(failure, InputError):
+                if strict:
+                    raise
+                message = str(failure)
+            else:
+                if strict:
+                    raise InputError(source, str(failure), line) from None
+                message = (
+                    f"{source}:{line}: {failure}" if line is not None else f"{source}: {failure}"
+                )
+            trace.skipped.append(message)
+            continue
+        trace.has_timestamps = trace.has_timestamps or (
+            isinstance(value, dict) and "timestamp" in value
+        )
+        trace.records.append(record)
+
+
 def read_trace(
     path: str | os.PathLike[str],
     *,
@@ -127,58 +205,28 @@ def read_trace(
     """Read every record of a trace file (`settings`: a `pcache.pipeline.Settings`)."""
     if trace_format not in FORMATS:
         raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
-    from pcache.prompt.loading import display_name
-
     source = display_name(path)
     trace = Trace(source=source, format=trace_format, block_size=None)
-    convert_request = None
-    has_stamp = False
-    for item in iter_documents(path, skip_errors=not strict):
-        if isinstance(item, InputError):
-            trace.skipped.append(str(item))
-            continue
-        assert isinstance(item, Document)
-        if trace.format == "auto":
-            trace.format = detect_format(item.value)
-        index = len(trace.records)
-        try:
-            if trace.format in ("mooncake", "bailian"):
-                record = _hash_record(item.value, index, item.line, trace.format)
-                if isinstance(item.value, dict) and "block_size" in item.value:
-                    size = item.value["block_size"]
-                    if type(size) is not int or size < 1:
-                        raise ValueError("`block_size` must be a positive integer")
-                    trace.block_size = size
-                has_stamp = has_stamp or "timestamp" in item.value
-            else:
-                if convert_request is None:
-                    from pcache.pipeline import Settings
-
-                    convert_request = _request_converter(settings or Settings())
-                record = convert_request(item.value, source, index, item.line)
-                has_stamp = has_stamp or (
-                    isinstance(item.value, dict) and "timestamp" in item.value
-                )
-        except (ValueError, InputError) as failure:
-            if isinstance(failure, InputError):
-                message = str(failure)
-            else:
-                where = f"{source}:{item.line}" if item.line is not None else source
-                message = f"{where}: {failure}"
-            if strict:
-                if isinstance(failure, InputError):
-                    raise
-                raise InputError(source, str(failure), item.line) from None
-            trace.skipped.append(message)
-            continue
-        trace.records.append(record)
+    with paused_gc():  # a million records stay alive: nothing for the collector to find
+        entries = iter_values(path, skip_errors=not strict)
+        for entry in entries:  # the first valid line decides the format
+            if isinstance(entry, InputError):
+                trace.skipped.append(str(entry))
+                continue
+            if trace.format == "auto":
+                trace.format = detect_format(entry[1])
+            entries = itertools.chain((entry,), entries)
+            break
+        if trace.format in ("mooncake", "bailian"):
+            _read_hash_records(entries, trace, strict)
+        else:
+            _read_request_records(entries, trace, strict, settings)
     if not trace.records:
         raise InputError(source, "no valid requests in the trace")
     if trace.format in ("mooncake", "bailian") and trace.block_size is None:
         trace.block_size = MOONCAKE_BLOCK_SIZE if trace.format == "mooncake" else BAILIAN_BLOCK_SIZE
     if block_size is not None and trace.format in ("mooncake", "bailian"):
         trace.block_size = block_size
-    trace.has_timestamps = has_stamp
     stamps = [record.timestamp_ms for record in trace.records]
     if any(later < earlier for earlier, later in itertools.pairwise(stamps)):
         trace.records.sort(key=lambda record: record.timestamp_ms)

@@ -2,11 +2,13 @@
 
 A record carries either `token_ids` (pcache request JSONL, rendered with the real tokenizer,
 or token-id traces) or `hash_ids` (Mooncake, Bailian: one id per block of `block_size`
-tokens; equal ids are reusable KV blocks, the last block may be partial).
+tokens; equal ids are reusable KV blocks, the last block may be partial). Read from a file,
+`hash_ids` is an `array('q')`: 8 bytes an id, where a list of ints takes about 40.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -20,7 +22,7 @@ class TraceRecord:
     input_length: int
     output_length: int = 0
     token_ids: list[int] | None = None
-    hash_ids: list[int] | None = None
+    hash_ids: Sequence[int] | None = None
     session_id: str | None = None
     cache_salt: str | None = None
     observed_cached_tokens: int | None = None

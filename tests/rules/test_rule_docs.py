@@ -56,6 +56,9 @@ def test_example_fires_and_use_instead_is_silent(module):
     example, example_settings = _block_after(module.__doc__, "## Example")
     better, better_settings = _block_after(module.__doc__, "Use instead:")
     renderer = DatedRenderer() if code == "PC102" else None
+    if code == "PC506":  # the doc shows a shortened system prompt; repeat it past the minimum
+        for request in example + better:
+            request["system"] = request["system"] * 100
     fired = _lint(code, example, example_settings, renderer)
     assert fired, f"{code}: the Example does not fire"
     assert not _lint(code, better, better_settings), f"{code}: Use instead fires"

@@ -1,0 +1,69 @@
+r"""## What it does
+Anthropic Messages bodies only. Reports the first request of a session whose prompt is above the
+Anthropic minimum cacheable length (from `pcache/data/providers.json`) but that carries no
+`cache_control` at all, neither on a block nor at the top level. A hint (info).
+
+## Why is this bad?
+Anthropic caches only at breakpoints. Without any marker nothing is cached and every request of
+the session pays the full input price for its whole prompt.
+
+## Example
+```json
+{"model": "claude-sonnet-4-6", "max_tokens": 64,
+ "system": "You review contracts. Flag clauses that limit liability or renew automatically.",
+ "messages": [{"role": "user", "content": "Review the attached contract."}]}
+```
+(the system prompt is shortened here; the documentation test repeats it 100 times to pass the
+1024-token minimum)
+
+Use instead:
+```json
+{"model": "claude-sonnet-4-6", "max_tokens": 64,
+ "cache_control": {"type": "ephemeral"},
+ "system": "You review contracts. Flag clauses that limit liability or renew automatically.",
+ "messages": [{"role": "user", "content": "Review the attached contract."}]}
+```
+Add a top-level `cache_control` (automatic mode) or a marker on the last stable block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pcache.cache.profiles import load_profile
+from pcache.prompt.request import KIND_ANTHROPIC
+from pcache.rules.base import Rule, Violation
+from pcache.rules.context import LintContext
+
+RULE = Rule(
+    code="PC506",
+    name="no-cache-marker",
+    severity="info",
+    summary="An Anthropic request above the cacheable minimum has no cache_control",
+)
+
+
+def minimum(ctx: LintContext) -> int:
+    profile = ctx.settings.profile
+    if profile.name == "anthropic":
+        return profile.min_tokens
+    return load_profile("anthropic").min_tokens
+
+
+def check(ctx: LintContext) -> Iterator[Violation]:
+    request = ctx.current.request
+    if request.kind != KIND_ANTHROPIC or not ctx.is_session_head:
+        return
+    if request.breakpoints or isinstance(request.raw.get("cache_control"), dict):
+        return
+    tokens = len(ctx.current.token_ids)
+    floor = minimum(ctx)
+    if tokens < floor:
+        return
+    yield Violation(
+        f"{tokens} prompt tokens (minimum {floor}) and no cache_control marker: Anthropic"
+        " caches nothing for this session",
+        request.source_path("messages[0]"),
+        token_position=0,
+        fix_title="add a top-level cache_control, or a marker on the last stable block",
+    )

@@ -1,0 +1,30 @@
+"""CLI transcripts (arguments, exit code, stdout, stderr) compared with recorded snapshots.
+
+Update after an intended change with: python -m pytest tests/test_transcripts.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import ROOT
+
+CASES = {
+    "diff-samples-text": ["diff", "samples/a.json", "samples/b.json"],
+    "diff-samples-json": ["diff", "samples/a.json", "samples/b.json", "--format", "json"],
+    "diff-samples-o200k": ["diff", "samples/a.json", "samples/b.json", "-t", "o200k_base"],
+    "hash-sample-cbor": ["hash", "samples/a.json", "--hash-algo", "sha256_cbor", "-b", "64"],
+    "diff-bad-json": ["diff", "samples/a.json", "tests/data/broken.json"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_transcript(cli, monkeypatch, snapshot, name):
+    monkeypatch.chdir(ROOT)
+    arguments = CASES[name]
+    result = cli(*arguments)
+    transcript = (
+        f"args: {' '.join(arguments)}\nexit_code: {result.exit_code}\n"
+        f"----- stdout -----\n{result.stdout}----- stderr -----\n{result.stderr}"
+    )
+    assert transcript == snapshot
