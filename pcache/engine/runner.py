@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -23,11 +23,13 @@ class ScheduledSequence:
     sequence: Sequence
     num_new_tokens: int
     block_ids: list[int]
+    samples: bool = field(init=False)
+    """True when this step computes the sequence's last known token (so it gets logits);
+    fixed when the step is scheduled, before the step advances the sequence."""
 
-    @property
-    def samples(self) -> bool:
-        """True when this step computes the sequence's last known token (so it gets logits)."""
-        return self.sequence.num_computed_tokens + self.num_new_tokens == self.sequence.num_tokens
+    def __post_init__(self) -> None:
+        sequence = self.sequence
+        self.samples = sequence.num_computed_tokens + self.num_new_tokens == sequence.num_tokens
 
 
 class ModelRunner:
