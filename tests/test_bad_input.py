@@ -102,3 +102,19 @@ def test_subprocess_exit_codes_and_stdin():
     different = run_pcache("diff", SAMPLES / "a.json", SAMPLES / "b.json", "-t", "o200k_base")
     assert different.returncode == 1, different.stderr
     assert b"Traceback" not in different.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["hash", SAMPLES / "a.json", "--no-such-option"], "No such option: --no-such-option"),
+        (["hash", SAMPLES / "a.json", "-b", "0"], "'--block-size'"),
+        (["hash", SAMPLES / "a.json", "-b", "many"], "valid integer"),
+        (["diff", SAMPLES / "a.json"], "Missing argument 'b'"),
+        (["no-such-command"], "No such command"),
+    ],
+)
+def test_usage_errors_are_one_line_not_internal_errors(cli, args, fragment):
+    result = cli(*args)
+    one_line_error(result, fragment)
+    assert "internal error" not in result.stderr

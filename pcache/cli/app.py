@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import os
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from pcache import __version__
 
 
+def _click_exceptions():
+    """Typer's usage-error classes: its vendored click (typer >= 0.25) or click itself."""
+    try:
+        from typer._click import exceptions
+    except ImportError:
+        from click import exceptions
+    return exceptions.ClickException, getattr(exceptions, "NoArgsIsHelpError", ())
+
+
 class PcacheGroup(TyperGroup):
     """Maps pcache's typed errors to one line on stderr and their exit code, in every runner."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx):  # type: ignore[override]
         from pcache.cli.console import error
         from pcache.errors import PcacheError
+
+        click_exception, help_shown = _click_exceptions()
 
         try:
             return super().invoke(ctx)
@@ -25,8 +35,11 @@ class PcacheGroup(TyperGroup):
             ctx.exit(failure.exit_code)
         except typer.Exit as done:
             ctx.exit(done.exit_code)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        except (typer.Abort, help_shown):
             raise
+        except click_exception as failure:
+            error(failure.format_message())
+            ctx.exit(2)
         except KeyboardInterrupt:
             ctx.exit(130)
         except BrokenPipeError:
