@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from pcache.cache.capacity import blocks_for_gigabytes, resolve_model
 from pcache.cache.simulate import (
+    MAX_CACHE_BLOCKS,
     PROVIDER_POLICIES,
     ReplayReport,
     SimulationOptions,
@@ -99,7 +100,10 @@ def run_replay(
     if arguments.cache_gb is not None:
         options = replace(
             options,
-            cache_blocks=max(blocks_for_gigabytes(arguments.cache_gb, shape, block_size), 1),
+            cache_blocks=min(
+                max(blocks_for_gigabytes(arguments.cache_gb, shape, block_size), 1),
+                MAX_CACHE_BLOCKS,
+            ),
         )
     if arguments.capacity_sweep:
         capacities = sweep_capacities(trace, options, arguments.sweep_points)

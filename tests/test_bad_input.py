@@ -118,3 +118,33 @@ def test_usage_errors_are_one_line_not_internal_errors(cli, args, fragment):
     result = cli(*args)
     one_line_error(result, fragment)
     assert "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--cache-blocks", str(10**23)], "--cache-blocks must be at most"),
+        (["--cache-gb", "nan"], "--cache-gb must be a positive number"),
+        (["--cache-gb", "inf"], "--cache-gb must be a positive number"),
+        (["--concurrency", "timed", "--decode-rate", "nan"], "--decode-rate"),
+        (["-b", str(10**20)], "'--block-size'"),
+    ],
+)
+def test_replay_refuses_huge_or_non_finite_numbers(cli, args, fragment):
+    trace = SAMPLES / "traces" / "mooncake_tiny.jsonl"
+    one_line_error(cli("replay", trace, "--simulate", *args), fragment)
+
+
+def test_replay_cache_larger_than_the_trace_behaves_as_unlimited(cli):
+    trace = SAMPLES / "traces" / "mooncake_tiny.jsonl"
+    unlimited = json.loads(cli("replay", trace, "--simulate", "-f", "json").stdout)
+    vast = cli("replay", trace, "--simulate", "--cache-blocks", str(10**12), "-f", "json")
+    assert vast.exit_code == 0, vast.output
+    vast = json.loads(vast.stdout)
+    assert vast["capacity_blocks"] == 10**12
+    assert vast["hit_tokens"] == unlimited["hit_tokens"]
+    assert vast["evicted_blocks"] == 0
+
+
+def test_lint_refuses_a_huge_block_size(cli):
+    one_line_error(cli("lint", SAMPLES / "prompts", "-b", str(10**11)), "'--block-size'")

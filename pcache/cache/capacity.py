@@ -6,6 +6,7 @@ from a preset name or a Hugging Face `config.json` (a file or a directory holdin
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +77,6 @@ def resolve_model(name_or_path: str) -> ModelShape:
 
 def blocks_for_gigabytes(gigabytes: float, shape: ModelShape, block_size: int) -> int:
     """Whole KV blocks that fit in `gigabytes` (GiB) for this model."""
-    if gigabytes <= 0:
-        raise UsageError(f"--cache-gb must be positive, got {gigabytes}")
+    if not 0 < gigabytes < math.inf:  # also refuses NaN
+        raise UsageError(f"--cache-gb must be a positive number, got {gigabytes}")
     return int(gigabytes * 2**30 // (shape.kv_bytes_per_token * block_size))

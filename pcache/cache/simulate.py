@@ -42,6 +42,9 @@ POLICIES = ENGINE_POLICIES + PROVIDER_POLICIES
 CONCURRENCY = ("serial", "timed")
 
 
+MAX_CACHE_BLOCKS = 1 << 40  # far beyond any real pool; keeps reports within JSON's integers
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationOptions:
     """How to replay: policy, capacity (None: unlimited), timing and cost models."""
@@ -62,7 +65,11 @@ class SimulationOptions:
             raise UsageError(f"--concurrency must be serial or timed, got {self.concurrency!r}")
         if self.cache_blocks is not None and self.cache_blocks < 1:
             raise UsageError(f"--cache-blocks must be at least 1, got {self.cache_blocks}")
-        if self.decode_tokens_per_s <= 0:
+        if self.cache_blocks is not None and self.cache_blocks > MAX_CACHE_BLOCKS:
+            raise UsageError(
+                f"--cache-blocks must be at most {MAX_CACHE_BLOCKS}, got {self.cache_blocks}"
+            )
+        if not self.decode_tokens_per_s > 0:  # also refuses NaN
             raise UsageError("--decode-rate must be positive")
 
 
@@ -145,8 +152,10 @@ def _make_policy(trace: Trace, options: SimulationOptions):
     capacity = options.cache_blocks
     if options.policy == "radix":
         return RadixPolicy(capacity, block_size, None, unit_tokens), block_size
-    if capacity is None:
-        capacity = _unlimited_capacity(trace, block_size)
+    # A pool never needs more blocks than the trace can fill: a larger --cache-blocks behaves
+    # as unlimited, without allocating (or hanging on) blocks no request can reach.
+    footprint = _unlimited_capacity(trace, block_size)
+    capacity = footprint if capacity is None else min(capacity, footprint)
     settings = None if hash_trace else HashSettings(algo=options.hash_algo, block_size=block_size)
     return VllmPolicy(capacity, block_size, settings), block_size
 

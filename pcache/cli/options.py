@@ -15,8 +15,11 @@ TokenizerOpt = Annotated[
         " Face model directory or hub id (tokenizer.json + chat template).",
     ),
 ]
+# Larger than any context window: a bigger block is a typo, and cost tables would allocate it.
+MAX_BLOCK_SIZE = 1 << 20
 BlockSizeOpt = Annotated[
-    int, typer.Option("--block-size", "-b", min=1, help="Tokens per KV block.")
+    int,
+    typer.Option("--block-size", "-b", min=1, max=MAX_BLOCK_SIZE, help="Tokens per KV block."),
 ]
 HashAlgoOpt = Annotated[
     str,
