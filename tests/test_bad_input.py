@@ -148,3 +148,30 @@ def test_replay_cache_larger_than_the_trace_behaves_as_unlimited(cli):
 
 def test_lint_refuses_a_huge_block_size(cli):
     one_line_error(cli("lint", SAMPLES / "prompts", "-b", str(10**11)), "'--block-size'")
+
+
+@pytest.mark.parametrize("command", ["replay", "synth"])
+def test_unwritable_output_is_refused_before_any_work(cli, tmp_path, command):
+    trace = SAMPLES / "traces" / "mooncake_tiny.jsonl"
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for target, fragment in (
+        (folder, "is a directory"),
+        (tmp_path / "missing" / "x.jsonl", "no such directory"),
+    ):
+        if command == "replay":
+            result = cli("replay", trace, "--simulate", "-o", target)
+        else:
+            result = cli("trace", "synth", "-n", "3", "-o", target)
+        one_line_error(result, str(target), fragment)
+    assert list(folder.iterdir()) == []
+
+
+def test_output_files_are_written_whole(cli, tmp_path):
+    trace = SAMPLES / "traces" / "mooncake_tiny.jsonl"
+    per_request = tmp_path / "per_request.jsonl"
+    assert cli("replay", trace, "--simulate", "-o", per_request).exit_code == 0
+    lines = per_request.read_text().splitlines()
+    assert len(lines) == sum(1 for line in trace.read_text().splitlines() if line.strip())
+    assert all("cached_tokens" in json.loads(line) for line in lines)
+    assert [path.name for path in tmp_path.iterdir()] == ["per_request.jsonl"]

@@ -103,6 +103,7 @@ def replay_command(
     from pcache.cli import replay_view
     from pcache.cli.console import warning
     from pcache.errors import UsageError
+    from pcache.files import check_writable
     from pcache.simulation import ReplayArguments, run_replay
 
     if format not in ("text", "json"):
@@ -113,6 +114,9 @@ def replay_command(
         raise UsageError("give --cache-blocks or --cache-gb, not both")
     if plot is not None and not capacity_sweep:
         raise UsageError("--plot needs --capacity-sweep")
+    for path in (output, plot):
+        if path is not None:
+            check_writable(path)
     arguments = ReplayArguments(
         trace=trace,
         policy=policy,

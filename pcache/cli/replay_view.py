@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import orjson
 
 from pcache.cache.simulate import ReplayReport
+from pcache.errors import InputError
 from pcache.simulation import ReplayResult
 
 
@@ -36,22 +37,17 @@ def progress_bar(enabled: bool | None, format: str) -> Iterator[Callable[[int], 
 
 def write_per_request(path: str, report: ReplayReport) -> None:
     """One JSON line per request, written atomically."""
-    import os
-    import tempfile
     from dataclasses import asdict
 
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".pcache-", suffix=".jsonl")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            for outcome in report.per_request:
-                stream.write(orjson.dumps(asdict(outcome), option=orjson.OPT_SORT_KEYS))
-                stream.write(b"\n")
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    from pcache.files import write_atomically
+
+    write_atomically(
+        path,
+        (
+            orjson.dumps(asdict(outcome), option=orjson.OPT_SORT_KEYS) + b"\n"
+            for outcome in report.per_request
+        ),
+    )
 
 
 def plot_sweep(path: str, reports: list[ReplayReport]) -> None:
@@ -74,8 +70,12 @@ def plot_sweep(path: str, reports: list[ReplayReport]) -> None:
     right.set_ylabel("prefill tokens saved", color="tab:orange")
     left.set_title(f"{reports[0].source}: {reports[0].policy}, {reports[0].concurrency}")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    try:
+        figure.savefig(path, dpi=110)
+    except OSError as failure:
+        raise InputError(path, f"cannot write: {failure.strerror or failure}") from None
+    finally:
+        plt.close(figure)
 
 
 def render(result: ReplayResult, format: str) -> None:

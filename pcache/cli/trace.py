@@ -56,7 +56,11 @@ def synth_command(
 
     Example: pcache trace synth --workload chat -n 200 --seed 1 -o chat.jsonl
     """
+    from pcache.files import check_writable
     from pcache.traces.synth import SynthOptions, iter_lines, synthesize
+
+    if output != "-":
+        check_writable(output)
 
     options = SynthOptions(
         workload=workload,
@@ -82,26 +86,15 @@ def synth_command(
 
 def _write_jsonl(path: str, lines) -> None:
     """JSON lines to stdout, or atomically to a file."""
-    import contextlib
-    import os
     import sys
-    import tempfile
 
     import orjson
+
+    from pcache.files import write_atomically
 
     if path == "-":
         for line in lines:
             sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
         sys.stdout.flush()
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".pcache-", suffix=".jsonl")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            for line in lines:
-                stream.write(orjson.dumps(line) + b"\n")
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_atomically(path, (orjson.dumps(line) + b"\n" for line in lines))

@@ -9,12 +9,9 @@ content changes; other files stay byte-identical.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from pcache.errors import InputError
+from pcache.files import write_atomically
 from pcache.prompt.loading import read_bytes
 
 
@@ -94,23 +91,7 @@ def fix_file(path: str) -> bool:
     output = json.dumps(fixed, indent=_indent_of(text), ensure_ascii=False)
     if text.endswith("\n"):
         output += "\n"
-    _atomic_write(Path(path), output.encode())
+    write_atomically(
+        path, [output.encode()], keep_mode=True, durable=True, failure="cannot write fix"
+    )
     return True
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    try:
-        mode = path.stat().st_mode & 0o7777
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.chmod(temporary, mode)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-    except OSError as error:
-        raise InputError(str(path), f"cannot write fix: {error.strerror or error}") from None
