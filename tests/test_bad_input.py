@@ -175,3 +175,21 @@ def test_output_files_are_written_whole(cli, tmp_path):
     assert len(lines) == sum(1 for line in trace.read_text().splitlines() if line.strip())
     assert all("cached_tokens" in json.loads(line) for line in lines)
     assert [path.name for path in tmp_path.iterdir()] == ["per_request.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["-n", str(10**23)], "--num-requests must be between 1 and"),
+        (["--rate", "nan"], "--rate must be a positive number"),
+        (["--system-len", "-1"], "--system-len must be between 0 and"),
+        (["--system-len", str(10**11)], "--system-len must be between 0 and"),
+        (["--zipf-alpha", "nan"], "--zipf-alpha must be a positive number"),
+        (["--seed", "-1"], "--seed must be at least 0"),
+        (["--output-len", "-1"], "--output-len"),
+        (["--workload", "agent", "--tools-len", "-1"], "--tools-len"),
+        (["--workload", "chat", "--window", "-1"], "--window"),
+    ],
+)
+def test_trace_synth_refuses_out_of_range_numbers(cli, args, fragment):
+    one_line_error(cli("trace", "synth", *args), fragment)

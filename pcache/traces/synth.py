@@ -22,6 +22,7 @@ id per block of the concatenated prompt; equal prefixes give equal ids).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -43,6 +44,22 @@ _WORDS = (  # noqa: SIM905
     " being under never day same another know while last might us great old year off come"
     " since against go came right used take three"
 ).split()
+
+
+MAX_TOKENS = 1 << 24  # tokens in one synthetic segment: beyond any context window
+_COUNT_BOUNDS = (
+    ("num_requests", 1, 10**9),
+    ("groups", 1, 10**9),
+    ("prompts_per_group", 1, 10**9),
+    ("turns", 1, 10**6),
+    ("window", 0, 10**6),
+    ("block_size", 1, MAX_TOKENS),
+    ("system_len", 0, MAX_TOKENS),
+    ("question_len", 0, MAX_TOKENS),
+    ("output_len", 0, MAX_TOKENS),
+    ("turn_len", 0, MAX_TOKENS),
+    ("tools_len", 0, MAX_TOKENS),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +92,17 @@ class SynthOptions:
             raise UsageError(f"--output-format must be one of {', '.join(OUTPUTS)}")
         if self.arrival not in ARRIVALS:
             raise UsageError("--arrival must be poisson or bursty")
-        if self.num_requests < 1 or self.rate <= 0 or self.block_size < 1:
-            raise UsageError("--num-requests, --rate and --block-size must be positive")
-        for name in ("groups", "prompts_per_group", "turns"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.zipf_alpha is not None and self.zipf_alpha <= 0:
-            raise UsageError("--zipf-alpha must be positive")
+        for name, low, high in _COUNT_BOUNDS:
+            value = getattr(self, name)
+            if not low <= value <= high:
+                option = "--" + name.replace("_", "-")
+                raise UsageError(f"{option} must be between {low} and {high}, got {value}")
+        if self.seed < 0:
+            raise UsageError(f"--seed must be at least 0, got {self.seed}")
+        if not 0 < self.rate < math.inf:  # also refuses NaN
+            raise UsageError(f"--rate must be a positive number, got {self.rate}")
+        if self.zipf_alpha is not None and not 0 < self.zipf_alpha < math.inf:
+            raise UsageError(f"--zipf-alpha must be a positive number, got {self.zipf_alpha}")
 
 
 @dataclass(slots=True)
