@@ -113,6 +113,11 @@ def _full(report) -> None:
     _footer(report, brief=False)
 
 
+def _count(number: int, noun: str, width: int = 0) -> str:
+    """`1 finding`, `2 findings`, the number right-aligned in `width`."""
+    return f"{number:>{width},} {noun}{'' if number == 1 else 's'}"
+
+
 def _footer(report, brief: bool) -> None:
     summary = report.summary
     counts = {"error": 0, "warning": 0, "info": 0}
@@ -123,7 +128,8 @@ def _footer(report, brief: bool) -> None:
         stdout.print(f"Fixed {len(summary.fixed_files)} file(s).", markup=False)
     if total == 0:
         stdout.print(
-            f"All checks passed ({summary.requests} requests in {summary.files} files).",
+            f"All checks passed ({_count(summary.requests, 'request')} in"
+            f" {_count(summary.files, 'file')}).",
             markup=False,
         )
     else:
@@ -133,8 +139,8 @@ def _footer(report, brief: bool) -> None:
         fixable = sum(1 for d in report.diagnostics if d.fixable)
         hint = f" {fixable} fixable with --fix." if fixable else ""
         stdout.print(
-            f"Found {total} finding{'s' if total != 1 else ''} ({parts}) in {summary.requests}"
-            f" requests, {summary.sessions} sessions.{hint}",
+            f"Found {_count(total, 'finding')} ({parts}) in {_count(summary.requests, 'request')},"
+            f" {_count(summary.sessions, 'session')}.{hint}",
             markup=False,
         )
     if brief:
@@ -143,7 +149,8 @@ def _footer(report, brief: bool) -> None:
         stdout.print(f"\nTokens re-prefilled by rule ({summary.profile} profile):", markup=False)
         for total_row in summary.rules:
             stdout.print(
-                f"  {total_row.code} {total_row.name:<32} {total_row.count:>6} findings"
+                f"  {total_row.code} {total_row.name:<32}"
+                f" {_count(total_row.count, 'finding', width=6):<15}"
                 f" {total_row.tokens_reprefilled:>12,} tokens",
                 markup=False,
             )

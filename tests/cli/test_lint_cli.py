@@ -290,3 +290,14 @@ def test_json_file_findings_point_at_the_value_of_their_path(cli, tmp_path):
             start = sum(len(line) + 1 for line in lines[: finding["line"] - 1])
             value, _ = json.JSONDecoder().raw_decode(text, start + finding["column"] - 1)
             assert value == resolve(document, finding["json_path"]), finding
+
+
+def test_counts_in_the_summary_agree_with_their_nouns(cli, tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    result = cli("lint", broken, SAMPLES / "prompts" / "review_request.json", *PLAIN)
+    assert result.exit_code == 1, result.output
+    assert " in 1 request, 1 session." in result.stdout
+    assert re.search(r"PC000 unreadable-input +1 finding +0 tokens", result.stdout)
+    assert re.search(r"PC201 unsorted-schema-keys +2 findings +\d+ tokens", result.stdout)
+    assert not re.search(r"\b1 (findings|requests|sessions|files)\b", result.stdout)
