@@ -48,6 +48,12 @@ def test_every_rule_has_fixtures_with_pass_and_fail_cases():
         assert any(not case["expect"] for case in cases), f"{module.RULE.code}: no passing case"
 
 
+def test_the_registry_finds_every_rule_in_code_order():
+    codes = [module.RULE.code for module in REGISTRY]
+    assert codes == sorted(set(codes))
+    assert set(codes) == {path.stem for path in FIXTURES.glob("PC*.json")}
+
+
 @pytest.mark.parametrize(("code", "settings", "case"), list(_cases()))
 def test_fixture_case(code, settings, case):
     report = lint_case(code, settings, case)
