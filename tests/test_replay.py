@@ -55,6 +55,7 @@ def test_mooncake_sample_finite(cli, policy, evicted):
 def test_impossible_capacity_is_a_clear_error(cli):
     result = cli("replay", TRACES / "mooncake_tiny.jsonl", "--simulate", "--cache-blocks", "2")
     assert result.exit_code == 2
+    assert "mooncake_tiny.jsonl: a capacity of 2 blocks cannot hold" in result.output
     assert "cannot hold the request at line 2" in result.output
     assert "Traceback" not in result.output
 

@@ -244,7 +244,7 @@ def _simulate(
                     raise CapacityTooSmall(cdiv(record.input_length, block_size))
                 cached, hit_blocks = served
         except CapacityTooSmall as failure:
-            raise _capacity_error(options, record, position, failure, block_size) from None
+            raise _capacity_error(trace, options, record, position, failure, block_size) from None
         # TtftModel.predict, inlined: this loop runs once per request of traces of millions
         num_tokens = record.input_length
         cold_pairs = num_tokens * (num_tokens + 1) // 2
@@ -305,6 +305,7 @@ def _simulate(
 
 
 def _capacity_error(
+    trace: Trace,
     options: SimulationOptions,
     record: TraceRecord,
     position: int,
@@ -312,8 +313,10 @@ def _capacity_error(
     block_size: int,
 ) -> UsageError:
     where = f"line {record.line}" if record.line is not None else f"request {position}"
+    capacity = options.cache_blocks
     return UsageError(
-        f"capacity of {options.cache_blocks} blocks cannot hold the request at {where}"
+        f"{trace.source}: a capacity of {capacity} block{'' if capacity == 1 else 's'}"
+        f" cannot hold the request at {where}"
         f" ({record.input_length} tokens need {failure.needed_blocks} blocks of"
         f" {block_size}); raise --cache-blocks / --cache-gb"
     )
@@ -338,7 +341,7 @@ def _simulate_serial(
         except CapacityTooSmall as failure:
             position = start + (failure.position or 0)
             record = records[position]
-            raise _capacity_error(options, record, position, failure, block_size) from None
+            raise _capacity_error(trace, options, record, position, failure, block_size) from None
         if progress is not None and len(batch) == 1000:
             progress(1000)
     model = options.ttft
