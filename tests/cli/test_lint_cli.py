@@ -127,10 +127,15 @@ def test_missing_path_and_bad_options_exit_2(cli):
     result = run_pcache("lint", "no/such/dir")
     assert result.returncode == 2
     assert result.stderr.decode().count("\n") == 1 and b"Traceback" not in result.stderr
-    assert cli("lint", CLEAN, "--select", "PC999").exit_code == 2
-    assert cli("lint", CLEAN, "--format", "xml").exit_code == 2
-    assert cli("lint", CLEAN, "--profile", "gemini").exit_code == 2
-    assert cli("lint").exit_code == 2
+    assert "no/such/dir: no such file" in result.stderr.decode()
+    for args, message in (
+        ((CLEAN, "--select", "PC999"), "--select: unknown rule code or prefix 'PC999'"),
+        ((CLEAN, "--format", "xml"), "--format must be one of"),
+        ((CLEAN, "--profile", "gemini"), "--profile must be vllm, sglang, openai or anthropic"),
+        ((), "no input"),
+    ):
+        bad = cli("lint", *args)
+        assert bad.exit_code == 2 and bad.stderr.startswith(f"pcache: error: {message}"), args
 
 
 def test_selection_and_exit_zero(cli):
