@@ -6,10 +6,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pcache.cache.hashing import HashSettings, block_hashes
+from pcache.cache.hashing import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_HASH_ALGO,
+    HashSettings,
+    block_hashes,
+)
 from pcache.errors import InputError
 from pcache.prompt.loading import Document, iter_documents
-from pcache.prompt.render import render, resolve_renderer
+from pcache.prompt.render import DEFAULT_TOKENIZER, render, resolve_renderer
 from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import Request, request_from_document
 from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
@@ -19,9 +24,9 @@ from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
 class Settings:
     """Rendering and hashing settings chosen on the command line."""
 
-    tokenizer: str = "gpt-oss"
-    block_size: int = 16
-    hash_algo: str = "pcache"
+    tokenizer: str = DEFAULT_TOKENIZER
+    block_size: int = DEFAULT_BLOCK_SIZE
+    hash_algo: str = DEFAULT_HASH_ALGO
     cache_salt: str | None = None
     date: str = DEFAULT_DATE
     add_generation_prompt: bool = True

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from pcache.cache.capacity import blocks_for_gigabytes, resolve_model
+from pcache.cache.capacity import DEFAULT_MODEL, blocks_for_gigabytes, resolve_model
+from pcache.cache.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.cache.simulate import (
     MAX_CACHE_BLOCKS,
     PROVIDER_POLICIES,
@@ -17,6 +18,8 @@ from pcache.cache.simulate import (
 from pcache.cache.ttft import TtftModel
 from pcache.errors import UsageError
 from pcache.pipeline import Settings, validate_date
+from pcache.prompt.render import DEFAULT_TOKENIZER
+from pcache.prompt.tokenizer import DEFAULT_DATE
 from pcache.traces.readers import read_trace
 
 
@@ -28,7 +31,7 @@ class ReplayArguments:
     policy: str = "vllm"
     cache_blocks: int | None = None
     cache_gb: float | None = None
-    model: str = "llama-3-8b"
+    model: str = DEFAULT_MODEL
     concurrency: str = "serial"
     decode_rate: float = 50.0
     ttft: tuple[float, float, float] = (55.0, 0.05, 1e-6)
@@ -38,11 +41,11 @@ class ReplayArguments:
     strict: bool = False
     trace_format: str = "auto"
     trace_block_size: int | None = None
-    tokenizer: str = "gpt-oss"
-    block_size: int = 16
-    hash_algo: str = "pcache"
+    tokenizer: str = DEFAULT_TOKENIZER
+    block_size: int = DEFAULT_BLOCK_SIZE
+    hash_algo: str = DEFAULT_HASH_ALGO
     cache_salt: str | None = None
-    date: str = "2026-01-01"
+    date: str = DEFAULT_DATE
 
 
 @dataclass(slots=True)

@@ -33,6 +33,7 @@ from functools import cache
 from pcache.errors import UsageError
 
 DEFAULT_HASH_ALGO = "pcache"
+DEFAULT_BLOCK_SIZE = 16
 VLLM_HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
 HASH_ALGOS = (DEFAULT_HASH_ALGO, *VLLM_HASH_ALGOS)
 VLLM_DEFAULT_SEED = "vllm-none-hash"
@@ -148,7 +149,7 @@ class HashSettings:
     """Everything that decides a chain of block hashes besides the tokens."""
 
     algo: str = DEFAULT_HASH_ALGO
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     cache_salt: str | None = None
     lora: tuple[str, str] | None = None
     renderer: str = ""

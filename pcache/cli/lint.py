@@ -6,7 +6,13 @@ from typing import Annotated
 
 import typer
 
-from pcache.cli.options import DEFAULT_BLOCK_SIZE, DEFAULT_DATE, BlockSizeOpt, DateOpt
+from pcache.cli.options import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_DATE,
+    DEFAULT_TOKENIZER,
+    BlockSizeOpt,
+    DateOpt,
+)
 
 FORMATS = ("full", "concise", "json", "github", "sarif")
 
@@ -96,7 +102,7 @@ def lint_command(
         source=f"{config_path}" if config_path else "config",
     )
     options = LintOptions(
-        tokenizer=tokenizer or settings.tokenizer or "gpt-oss",
+        tokenizer=tokenizer or settings.tokenizer or DEFAULT_TOKENIZER,
         profile=profile or settings.profile or "vllm",
         block_size=block_size,
         date=validate_date(date),

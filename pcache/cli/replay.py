@@ -10,6 +10,7 @@ from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
     DEFAULT_HASH_ALGO,
+    DEFAULT_MODEL,
     DEFAULT_TOKENIZER,
     BlockSizeOpt,
     CacheSaltOpt,
@@ -45,7 +46,7 @@ def replay_command(
     model: Annotated[
         str,
         typer.Option("--model", help="Model preset (llama-3-8b, qwen3-8b, ...) or config.json."),
-    ] = "llama-3-8b",
+    ] = DEFAULT_MODEL,
     concurrency: Annotated[
         str,
         typer.Option(

@@ -13,11 +13,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import Profile
 from pcache.prompt.render import render
 from pcache.prompt.rendered import RenderedPrompt, Span
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_OPENAI, Request
-from pcache.prompt.tokenizer import Renderer, RenderOptions
+from pcache.prompt.tokenizer import DEFAULT_DATE, Renderer, RenderOptions
 
 CONTENT_ROLES = ("system", "developer")
 
@@ -28,8 +29,8 @@ class LintSettings:
 
     renderer: Renderer
     profile: Profile
-    block_size: int = 16
-    date: str = "2026-01-01"
+    block_size: int = DEFAULT_BLOCK_SIZE
+    date: str = DEFAULT_DATE
 
     def options(self, add_generation_prompt: bool = True) -> RenderOptions:
         return RenderOptions(date=self.date, add_generation_prompt=add_generation_prompt)

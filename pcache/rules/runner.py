@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import load_profile
 from pcache.errors import InputError, UsageError
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
-from pcache.prompt.render import resolve_renderer
+from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
 from pcache.prompt.request import Request, request_from_document
 from pcache.prompt.segment_cache import SegmentCachedRenderer
 from pcache.prompt.tokenizer import DEFAULT_DATE
@@ -39,9 +40,9 @@ KEEP_RENDERED = 512
 
 @dataclass(frozen=True, slots=True)
 class LintOptions:
-    tokenizer: str = "gpt-oss"
+    tokenizer: str = DEFAULT_TOKENIZER
     profile: str = "vllm"
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     date: str = DEFAULT_DATE
     selection: Selection = field(default_factory=Selection)
     fix: bool = False
