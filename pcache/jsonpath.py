@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 _TOKEN = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
-_MISSING = object()
 
 
 def parse_path(path: str) -> list[str | int]:
@@ -15,13 +14,6 @@ def parse_path(path: str) -> list[str | int]:
         key, index = match.groups()
         parts.append(int(index) if index is not None else key)
     return parts
-
-
-def format_path(parts: list[str | int]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
 
 
 def get_path(value: Any, path: str | list[str | int], default: Any = None) -> Any:

@@ -89,11 +89,6 @@ def is_jsonl_name(path: str | os.PathLike[str]) -> bool:
     return str(path).endswith((".jsonl", ".ndjson", ".jsonl.txt"))
 
 
-def load_documents(path: str | os.PathLike[str]) -> list[Document]:
-    """All documents of a .json file (one) or a .jsonl file (one per non-blank line)."""
-    return list(iter_documents(path))
-
-
 def iter_documents(
     path: str | os.PathLike[str], *, skip_errors: bool = False
 ) -> Iterator[Document | InputError]:

@@ -32,11 +32,6 @@ RANDOM_ID = re.compile(
 )
 """UUIDs, ULIDs, long hex strings and prefixed request/trace/session ids."""
 
-PERSONAL = re.compile(
-    r"[\w.+-]+@[\w-]+\.[\w.-]+"
-    r"|(?:/home/|/Users/|C:\\Users\\|/tmp/|/var/folders/)\S+"
-)
-
 
 def normalize_whitespace(text: str) -> str:
     """CRLF to LF, trailing spaces stripped per line, NFC, ends stripped."""

@@ -94,9 +94,7 @@ def _text(message: Any) -> Any:
     return [
         block
         for block in content
-        if not (
-            isinstance(block, dict) and block.get("type") in ("image_url", "input_image", "image")
-        )
+        if not (isinstance(block, dict) and block.get("type") in IMAGE_TYPES)
     ]
 
 

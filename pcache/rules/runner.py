@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -378,11 +377,6 @@ def _lint_files(files, options, config, progress) -> LintReport:
     for path in files:
         run.lint_file(path)
     return run.finish()
-
-
-def count_inputs(paths: list[str]) -> int:
-    """Bytes of input (for a progress bar's total); 0 for stdin."""
-    return sum(os.path.getsize(p) for p in expand_paths(paths) if p != "-")
 
 
 def lint_values(values: list[object], options: LintOptions, source: str = "<memory>") -> LintReport:

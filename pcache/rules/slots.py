@@ -56,10 +56,6 @@ def prefix_texts(request: Request) -> Iterator[tuple[tuple, str, str]]:
             yield ("tool", name, "description"), f"{path}.description", description
 
 
-def slot_texts(request: Request) -> dict[tuple, tuple[str, str]]:
-    return {slot: (path, text) for slot, path, text in prefix_texts(request)}
-
-
 def canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
