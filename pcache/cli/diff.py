@@ -20,6 +20,7 @@ from pcache.cli.options import (
     FormatOpt,
     HashAlgoOpt,
     TokenizerOpt,
+    check_text_or_json,
 )
 
 if TYPE_CHECKING:
@@ -46,8 +47,7 @@ def diff_command(
     from pcache.errors import UsageError
     from pcache.pipeline import Settings, hash_request, load_request
 
-    if format not in ("text", "json"):
-        raise UsageError(f"--format must be text or json, got {format!r}")
+    check_text_or_json(format)
     if a == "-" and b == "-":
         raise UsageError("only one of A and B can be read from stdin")
     settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)

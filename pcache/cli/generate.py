@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pcache.cli.options import FormatOpt
+from pcache.cli.options import FormatOpt, check_text_or_json
 
 
 def generate_command(
@@ -48,8 +48,7 @@ def generate_command(
     from pcache.engine.generate import generate, load_prompt_ids
     from pcache.errors import UsageError
 
-    if format not in ("text", "json"):
-        raise UsageError(f"--format must be text or json, got {format!r}")
+    check_text_or_json(format)
     if (prompt is None) == (prompt_ids is None):
         raise UsageError("give exactly one of --prompt and --prompt-ids")
     batch = load_prompt_ids(prompt_ids) if prompt_ids is not None else None

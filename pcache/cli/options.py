@@ -40,6 +40,15 @@ DateOpt = Annotated[
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: text or json.")]
 
+
+def check_text_or_json(format: str) -> None:
+    """The check behind every `FormatOpt`."""
+    if format not in ("text", "json"):
+        from pcache.errors import UsageError
+
+        raise UsageError(f"--format must be text or json, got {format!r}")
+
+
 # Literal copies of the core defaults keep `pcache --help` free of heavy imports;
 # tests/test_cli_basics.py checks they agree with the core.
 DEFAULT_TOKENIZER = "gpt-oss"

@@ -18,6 +18,7 @@ from pcache.cli.options import (
     FormatOpt,
     HashAlgoOpt,
     TokenizerOpt,
+    check_text_or_json,
 )
 
 
@@ -107,8 +108,7 @@ def replay_command(
     from pcache.files import check_writable
     from pcache.simulation import ReplayArguments, run_replay
 
-    if format not in ("text", "json"):
-        raise UsageError(f"--format must be text or json, got {format!r}")
+    check_text_or_json(format)
     if not simulate:
         raise UsageError("pass --simulate to replay against the simulated cache")
     if cache_blocks is not None and cache_gb is not None:
