@@ -17,6 +17,7 @@ from pcache.cli.options import (
     FormatOpt,
     HashAlgoOpt,
     TokenizerOpt,
+    check_text_or_json,
 )
 
 
@@ -34,13 +35,12 @@ def hash_command(
     Example: pcache hash samples/a.json --hash-algo sha256_cbor --format json
     """
     import orjson
+    from rich.markup import escape
 
     from pcache.cli.console import stdout, write_json
-    from pcache.errors import UsageError
     from pcache.pipeline import Settings, hash_request, iter_requests
 
-    if format not in ("text", "json"):
-        raise UsageError(f"--format must be text or json, got {format!r}")
+    check_text_or_json(format)
     settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)
     for request in iter_requests(file):
         hashed = hash_request(request, settings)
@@ -56,12 +56,14 @@ def hash_command(
             write_json(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
             continue
         stdout.print(
-            f"[bold]{request.label}[/]: {record['num_tokens']} tokens,"
+            f"[bold]{escape(request.label)}[/]: {record['num_tokens']} tokens,"
             f" {len(hashed.hashes)} full blocks of {block_size}"
-            f" ({hash_algo}, {record['tokenizer']})"
+            f" ({hash_algo}, {record['tokenizer']})",
+            soft_wrap=True,
         )
         for index, digest in enumerate(record["block_hashes"]):
             stdout.print(
                 f"  block {index:>4}  tokens {index * block_size:>6}-"
-                f"{(index + 1) * block_size - 1:<6}  {digest}"
+                f"{(index + 1) * block_size - 1:<6}  {digest}",
+                soft_wrap=True,
             )
