@@ -43,6 +43,7 @@ def generate_command(
     from dataclasses import asdict
 
     import orjson
+    from rich.markup import escape
 
     from pcache.cli.console import stdout, write_json
     from pcache.engine.generate import generate, load_prompt_ids
@@ -57,7 +58,7 @@ def generate_command(
         write_json(orjson.dumps(asdict(result), option=orjson.OPT_SORT_KEYS))
         return
     cache = "on" if result.prefix_cache else "off"
-    stdout.print(f"[bold]{result.model}[/] on {result.engine}, prefix cache {cache}")
+    stdout.print(f"[bold]{escape(result.model)}[/] on {result.engine}, prefix cache {cache}")
     for index, output in enumerate(result.outputs):
         stdout.print(
             f"prompt {index}: {result.prompt_tokens[index]} tokens,"

@@ -50,7 +50,9 @@ def print_rules(format: str) -> None:
     for rule in rules:
         fix = " [fix]" if rule.fix_availability != "none" else ""
         stdout.print(
-            f"{rule.code}  {rule.name:<32} {rule.severity:<8} {rule.summary}{fix}", markup=False
+            f"{rule.code}  {rule.name:<32} {rule.severity:<8} {rule.summary}{fix}",
+            markup=False,
+            soft_wrap=True,
         )
 
 
