@@ -16,6 +16,7 @@ from pcache.cache.profiles import PROFILE_NAMES, load_profile, reusable_tokens
 from pcache.jsonpath import get_path, head
 from pcache.patterns import CLOCK, RANDOM_ID, matches_at
 from pcache.pipeline import HashedPrompt
+from pcache.prefix import common_prefix_length
 from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_TOKEN_IDS, Request
 
@@ -115,45 +116,13 @@ class DiffResult:
         return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
 
 
-def common_prefix_length(a: list[int], b: list[int]) -> int:
-    limit = min(len(a), len(b))
-    low, high = 0, limit
-    while low < high:  # binary search over slice equality runs at C speed
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def common_text_prefix(a: str, b: str, start: int = 0) -> int:
-    index = start
-    limit = min(len(a), len(b))
-    step = 64
-    while index + step <= limit and a[index : index + step] == b[index : index + step]:
-        index += step
-    while index < limit and a[index] == b[index]:
-        index += 1
-    return index
-
-
-def leading_equal(a: list[bytes], b: list[bytes]) -> int:
-    count = 0
-    for left, right in zip(a, b, strict=False):
-        if left != right:
-            break
-        count += 1
-    return count
-
-
 def diff(a: HashedPrompt, b: HashedPrompt) -> DiffResult:
     """Compare two hashed prompts rendered with the same settings."""
     ra, rb = a.rendered, b.rendered
     size = a.settings.block_size
     common = common_prefix_length(ra.token_ids, rb.token_ids)
     same_tokens = common == ra.num_tokens == rb.num_tokens
-    common_blocks = leading_equal(a.hashes, b.hashes)
+    common_blocks = common_prefix_length(a.hashes, b.hashes)
     divergence = None if same_tokens else common
     cause = None
     char = None
@@ -268,7 +237,7 @@ def explain(ra: RenderedPrompt, rb: RenderedPrompt, token: int) -> tuple[int | N
             str(ra.token_ids[window]),
             str(rb.token_ids[window]),
         )
-    char = common_text_prefix(ra.text, rb.text, ra.token_char(token))
+    char = common_prefix_length(ra.text, rb.text, ra.token_char(token))
     a_excerpt, b_excerpt = _excerpt(ra.text, char), _excerpt(rb.text, char)
     if token == ra.num_tokens or char == len(ra.text):
         return char, _cause("append", None, rb.path_at(char), a_excerpt, b_excerpt)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import Profile
+from pcache.prefix import common_prefix_length
 from pcache.prompt.render import render
 from pcache.prompt.rendered import RenderedPrompt, Span
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_OPENAI, Request
@@ -133,7 +134,7 @@ class RequestContext:
         """Tokens of the full render shared with a render that stops before message `index`."""
         if not self.is_chat:
             return 0
-        return common_prefix(self.render_messages(index), self.token_ids)
+        return common_prefix_length(self.render_messages(index), self.token_ids)
 
     @property
     def last_user_index(self) -> int:
@@ -190,18 +191,6 @@ class RequestContext:
         self._prefix_tokens.clear()
         self._rendered = None
         self._text = self._token_ids = self._segments = None
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    limit = min(len(a), len(b))
-    index = 0
-    # compare in chunks first: list slices compare in C
-    step = 256
-    while index + step <= limit and a[index : index + step] == b[index : index + step]:
-        index += step
-    while index < limit and a[index] == b[index]:
-        index += 1
-    return index
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pcache.cache.profiles import Profile, reusable_tokens
+from pcache.prefix import common_prefix_length
 
 if TYPE_CHECKING:
     from pcache.rules.context import LintContext
@@ -41,9 +42,9 @@ class PrefixIndex:
             parent = chained
             index += 1
         if index < len(blocks):
-            matched += _shared(blocks[index], following.get(parent))
+            matched += common_prefix_length(blocks[index], following.get(parent) or ())
         elif tail:
-            matched += _shared(tail, following.get(parent))
+            matched += common_prefix_length(tail, following.get(parent) or ())
         for block in blocks[index:]:  # the new part
             chained = hash((parent, block))
             seen.add(chained)
@@ -58,17 +59,6 @@ class PrefixIndex:
 
     def check_integrity(self) -> None:
         assert all(len(block) <= self.block_size for block in self.next_block.values())
-
-
-def _shared(block: tuple[int, ...], other: tuple[int, ...] | None) -> int:
-    if other is None:
-        return 0
-    count = 0
-    for mine, theirs in zip(block, other, strict=False):
-        if mine != theirs:
-            break
-        count += 1
-    return count
 
 
 def reusable(profile: Profile, common: int, num_tokens: int, block_size: int) -> int:

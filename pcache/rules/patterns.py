@@ -6,6 +6,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from pcache.prefix import common_prefix_length
+
 CLOCK = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2})?"
     r"|(?<!\d)\d{1,2}:\d{2}:\d{2}(?!\d)"
@@ -43,13 +45,7 @@ def normalize_whitespace(text: str) -> str:
 
 def first_difference(a: str, b: str) -> int | None:
     """Index of the first differing character, or None when equal."""
-    if a == b:
-        return None
-    limit = min(len(a), len(b))
-    index = 0
-    while index < limit and a[index] == b[index]:
-        index += 1
-    return index
+    return None if a == b else common_prefix_length(a, b)
 
 
 def changed_windows(a: str, b: str) -> tuple[int, str, str]:

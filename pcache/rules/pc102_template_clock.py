@@ -45,10 +45,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone
 
+from pcache.prefix import common_prefix_length
 from pcache.prompt.render import render
 from pcache.prompt.tokenizer import RenderOptions
 from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext, common_prefix
+from pcache.rules.context import LintContext
 
 RULE = Rule(
     code="PC102",
@@ -67,7 +68,7 @@ def _clock_position(ctx: LintContext) -> int | None:
     renderer = current.settings.renderer
     tokens_a = render(current.request, renderer, RenderOptions(date=first)).token_ids
     tokens_b = render(current.request, renderer, RenderOptions(date=second)).token_ids
-    return None if tokens_a == tokens_b else common_prefix(tokens_a, tokens_b)
+    return None if tokens_a == tokens_b else common_prefix_length(tokens_a, tokens_b)
 
 
 def _day(timestamp_ms: float | None) -> str | None:

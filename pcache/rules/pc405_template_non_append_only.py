@@ -45,9 +45,10 @@ import dataclasses
 from bisect import bisect_left
 from collections.abc import Iterator
 
+from pcache.prefix import common_prefix_length
 from pcache.prompt.render import render
 from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext, common_prefix
+from pcache.rules.context import LintContext
 from pcache.rules.cost import expected_shared, reusable
 from pcache.rules.pc404_reasoning_dropped import REASONING_KEYS
 from pcache.rules.slots import exact
@@ -72,7 +73,7 @@ def _lost(ctx: LintContext, position: int, reusable_end: int) -> int:
 def _prompt_divergence(ctx: LintContext):
     """The previous prompt, generation prompt included, must prefix the next request."""
     old_tokens, new_tokens = ctx.previous.token_ids, ctx.current.token_ids
-    position = common_prefix(old_tokens, new_tokens)
+    position = common_prefix_length(old_tokens, new_tokens)
     if position == len(old_tokens):
         return None
     lost = _lost(ctx, position, len(old_tokens))
@@ -98,7 +99,7 @@ def _reply_divergence(ctx: LintContext):
     if reply["role"] != "assistant" or not _may_change_as_history(reply):
         return None
     as_generated_ids = current.render_messages(index + 1, add_generation_prompt=False)
-    position = common_prefix(as_generated_ids, current.token_ids)
+    position = common_prefix_length(as_generated_ids, current.token_ids)
     if position == len(as_generated_ids):
         return None
     truncated = dataclasses.replace(current.request, messages=current.request.messages[: index + 1])

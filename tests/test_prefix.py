@@ -1,0 +1,33 @@
+"""`common_prefix_length` against the obvious loop, on lists, tuples and strings."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pcache.prefix import common_prefix_length
+
+
+def naive(a, b) -> int:
+    count = 0
+    for left, right in zip(a, b, strict=False):
+        if left != right:
+            break
+        count += 1
+    return count
+
+
+shared = st.lists(st.integers(0, 3), max_size=700)
+tails = st.lists(st.integers(0, 3), max_size=40)
+
+
+@given(shared, tails, tails, st.integers(0, 800))
+def test_equals_the_naive_loop(prefix, tail_a, tail_b, start):
+    a, b = prefix + tail_a, prefix + tail_b
+    expected = naive(a, b)
+    assert common_prefix_length(a, b) == expected
+    assert common_prefix_length(tuple(a), tuple(b)) == expected
+    text_a, text_b = "".join(map(str, a)), "".join(map(str, b))
+    assert common_prefix_length(text_a, text_b) == naive(text_a, text_b)
+    known = min(start, expected)  # the caller vouches for the first `known` items
+    assert common_prefix_length(a, b, known) == expected
