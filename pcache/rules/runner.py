@@ -132,6 +132,9 @@ def expand_paths(paths: list[str]) -> list[str]:
                 and child.is_file()
                 and not any(part.startswith(".") for part in child.relative_to(location).parts)
             )
+            if not found:
+                suffixes = ", ".join(INPUT_SUFFIXES)
+                raise InputError(path, f"no request files ({suffixes}) in this directory")
             files.extend(found)
         elif location.exists():
             files.append(path)

@@ -306,3 +306,14 @@ def test_counts_in_the_summary_agree_with_their_nouns(cli, tmp_path):
     assert re.search(r"PC000 unreadable-input +1 finding +0 tokens", result.stdout)
     assert re.search(r"PC201 unsorted-schema-keys +2 findings +\d+ tokens", result.stdout)
     assert not re.search(r"\b1 (findings|requests|sessions|files)\b", result.stdout)
+
+
+def test_a_directory_without_request_files_is_an_input_error(cli, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a request")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "r.json").write_text('{"prompt": "hi"}')
+    result = cli("lint", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        f"pcache: error: {tmp_path}: no request files (.json, .jsonl, .ndjson) in this directory"
+    )
