@@ -14,10 +14,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import cbor2
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pcache.cache.hashing import HashSettings, block_hashes, vllm_none_hash
 
