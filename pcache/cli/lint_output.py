@@ -98,6 +98,8 @@ def _concise(report) -> None:
 
 
 def _full(report) -> None:
+    from pcache.rules import PARSE_ERROR
+
     for d in report.diagnostics:
         fix = " [*]" if d.fixable else ""
         stdout.print(
@@ -105,11 +107,12 @@ def _full(report) -> None:
             markup=False,
             soft_wrap=True,
         )
-        where = [f"at {d.json_path or '(template)'}"]
-        if d.token_position is not None:
-            where.append(f"token {d.token_position}")
-        where.append(f"{d.tokens_reprefilled:,} tokens re-prefilled")
-        stdout.print("    " + " · ".join(where), markup=False, soft_wrap=True)
+        if d.code != PARSE_ERROR.code:  # an unreadable input has no place in a prompt
+            where = [f"at {d.json_path or '(template)'}"]
+            if d.token_position is not None:
+                where.append(f"token {d.token_position}")
+            where.append(f"{d.tokens_reprefilled:,} tokens re-prefilled")
+            stdout.print("    " + " · ".join(where), markup=False, soft_wrap=True)
         if d.fix_title:
             stdout.print(f"    help: {d.fix_title}", markup=False, soft_wrap=True)
     _footer(report, brief=False)

@@ -317,3 +317,16 @@ def test_a_directory_without_request_files_is_an_input_error(cli, tmp_path):
     assert result.stderr.strip() == (
         f"pcache: error: {tmp_path}: no request files (.json, .jsonl, .ndjson) in this directory"
     )
+
+
+def test_an_unreadable_file_has_no_prompt_location(cli, tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    result = cli("lint", broken)
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert (
+        lines[0]
+        == f"{broken}:1:2: PC000 [error] unreadable-input: invalid JSON: unexpected end of data"
+    )
+    assert lines[1].startswith("Found 1 finding (1 error)")
