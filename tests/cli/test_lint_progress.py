@@ -61,4 +61,4 @@ def test_no_progress_for_machine_formats(format):
 def test_no_progress_when_stderr_is_not_a_terminal():
     stdout, stderr = _lint_with_terminal_stderr(str(SAMPLES / "prompts"), terminal=False)
     assert b"linting" not in stderr and b"linting" not in stdout
-    assert b"PC101" in stdout
+    assert b"PC101" in stdout, stderr
