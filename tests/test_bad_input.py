@@ -127,6 +127,7 @@ def test_usage_errors_are_one_line_not_internal_errors(cli, args, fragment):
         (["--cache-gb", "inf"], "--cache-gb must be a positive number"),
         (["--concurrency", "timed", "--decode-rate", "nan"], "--decode-rate"),
         (["-b", str(10**20)], "'--block-size'"),
+        (["--capacity-sweep", "--sweep-points", str(10**20)], "'--sweep-points'"),
     ],
 )
 def test_replay_refuses_huge_or_non_finite_numbers(cli, args, fragment):

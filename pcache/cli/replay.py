@@ -70,7 +70,7 @@ def replay_command(
         bool, typer.Option("--capacity-sweep", help="Replay at several cache sizes.")
     ] = False,
     sweep_points: Annotated[
-        int, typer.Option("--sweep-points", min=2, help="Cache sizes in the sweep.")
+        int, typer.Option("--sweep-points", min=2, max=1000, help="Cache sizes in the sweep.")
     ] = 8,
     plot: Annotated[
         str | None, typer.Option("--plot", help="With --capacity-sweep: write a PNG chart.")
