@@ -62,8 +62,9 @@ class DecoderLayer(nn.Module):
         self.mlp = GatedMLP(config.hidden_size, config.intermediate_size, config.mlp_bias)
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+        # the residual stream is this forward pass's own tensor: add to it in place
+        hidden.add_(self.self_attn(self.input_layernorm(hidden), cos, sin))
+        return hidden.add_(self.mlp(self.post_attention_layernorm(hidden)))
 
 
 class DecoderModel(nn.Module):

@@ -21,8 +21,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
         x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        # `normed` is this call's own tensor (or its fresh cast): scale it in place
+        return normed.to(dtype).mul_(self.weight)
 
 
 def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any]) -> torch.Tensor:
@@ -47,25 +48,38 @@ def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any]) ->
 
 
 class RotaryEmbedding(nn.Module):
-    """cos/sin tables for positions 0..max_positions-1, applied to [tokens, heads, head_dim]."""
+    """cos/sin tables [max_positions, head_dim / 2] for the two-halves (NeoX) rotary layout.
+
+    The rotation pairs element i with element i + head_dim / 2; both share frequency i, so
+    one half-width table serves both halves.
+    """
 
     def __init__(self, head_dim: int, max_positions: int, theta: float, scaling: dict) -> None:
         super().__init__()
         inv_freq = inverse_frequencies(head_dim, theta, scaling)
         positions = torch.arange(max_positions, dtype=torch.int64).float()
         freqs = positions[:, None] * inv_freq[None, :]
-        table = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos", table.cos(), persistent=False)
-        self.register_buffer("sin", table.sin(), persistent=False)
+        self.register_buffer("cos", freqs.cos(), persistent=False)
+        self.register_buffer("sin", freqs.sin(), persistent=False)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype):
         return self.cos[positions].to(dtype), self.sin[positions].to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos[:, None, :] + rotated * sin[:, None, :]
+    """Rotate x [tokens, heads, head_dim] by its tokens' angles (cos/sin [tokens, head_dim / 2]).
+
+    first' = first * cos - second * sin and second' = second * cos + first * sin, written
+    straight into the two halves of one new tensor (no rotated copy, no concatenation).
+    """
+    assert cos.shape[-1] * 2 == x.shape[-1]
+    first, second = x.chunk(2, dim=-1)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out_first, out_second = out.chunk(2, dim=-1)
+    torch.mul(first, cos, out=out_first).addcmul_(second, sin, value=-1)
+    torch.mul(second, cos, out=out_second).addcmul_(first, sin)
+    return out
 
 
 class GatedMLP(nn.Module):
@@ -78,4 +92,4 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(F.silu(gate).mul_(up))
