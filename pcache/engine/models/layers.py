@@ -10,6 +10,13 @@ from torch import nn
 from torch.nn import functional as F
 
 
+def rms_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / rms(x) over the last dimension, in fp32: one reduction pass and one scaling pass."""
+    x = x.float()
+    sum_of_squares = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_()
+    return x * sum_of_squares.div_(x.shape[-1]).add_(eps).rsqrt_()
+
+
 class RMSNorm(nn.Module):
     """Root-mean-square norm computed in fp32, scaled by a learned weight."""
 
@@ -19,11 +26,18 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.empty(size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        # `normed` is this call's own tensor (or its fresh cast): scale it in place
-        return normed.to(dtype).mul_(self.weight)
+        # the normalized tensor is this call's own: scale it in place
+        return rms_normalize(x, self.eps).to(x.dtype).mul_(self.weight)
+
+
+def head_rms_norm(x: torch.Tensor, num_first: int, first: RMSNorm, second: RMSNorm):
+    """Per-head RMSNorm of x [tokens, heads, head_dim] in one pass over all heads: the first
+    `num_first` heads take `first`'s weight, the others `second`'s (Qwen3's q and k norms)."""
+    assert first.eps == second.eps and 0 < num_first < x.shape[1]
+    normed = rms_normalize(x, first.eps).to(x.dtype)
+    normed[:, :num_first].mul_(first.weight)
+    normed[:, num_first:].mul_(second.weight)
+    return normed
 
 
 def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any]) -> torch.Tensor:
@@ -48,10 +62,10 @@ def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any]) ->
 
 
 class RotaryEmbedding(nn.Module):
-    """cos/sin tables [max_positions, head_dim / 2] for the two-halves (NeoX) rotary layout.
+    """cos/sin tables [max_positions, head_dim] for the two-halves (NeoX) rotary layout.
 
-    The rotation pairs element i with element i + head_dim / 2; both share frequency i, so
-    one half-width table serves both halves.
+    Element i pairs with element i + head_dim / 2 at frequency i. `sin` holds -sin on the
+    first half, so a rotation is `x * cos + swap_halves(x) * sin` (see `apply_rotary`).
     """
 
     def __init__(self, head_dim: int, max_positions: int, theta: float, scaling: dict) -> None:
@@ -59,27 +73,25 @@ class RotaryEmbedding(nn.Module):
         inv_freq = inverse_frequencies(head_dim, theta, scaling)
         positions = torch.arange(max_positions, dtype=torch.int64).float()
         freqs = positions[:, None] * inv_freq[None, :]
-        self.register_buffer("cos", freqs.cos(), persistent=False)
-        self.register_buffer("sin", freqs.sin(), persistent=False)
+        cos, sin = freqs.cos(), freqs.sin()
+        self.register_buffer("cos", torch.cat((cos, cos), dim=-1), persistent=False)
+        self.register_buffer("sin", torch.cat((-sin, sin), dim=-1), persistent=False)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype):
         return self.cos[positions].to(dtype), self.sin[positions].to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [tokens, heads, head_dim] by its tokens' angles (cos/sin [tokens, head_dim / 2]).
+    """Rotate x [tokens, heads, head_dim] by its tokens' angles (tables [tokens, head_dim]).
 
-    first' = first * cos - second * sin and second' = second * cos + first * sin, written
-    straight into the two halves of one new tensor (no rotated copy, no concatenation).
+    first' = first * cos - second * sin, second' = second * cos + first * sin: the halves
+    swapped into a new tensor, then scaled and accumulated in place (three passes in all).
     """
-    assert cos.shape[-1] * 2 == x.shape[-1]
-    first, second = x.chunk(2, dim=-1)
-    cos, sin = cos[:, None, :], sin[:, None, :]
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    out_first, out_second = out.chunk(2, dim=-1)
-    torch.mul(first, cos, out=out_first).addcmul_(second, sin, value=-1)
-    torch.mul(second, cos, out=out_second).addcmul_(first, sin)
-    return out
+    num_tokens, num_heads, head_dim = x.shape
+    assert cos.shape == sin.shape == (num_tokens, head_dim)
+    swapped = x.view(num_tokens, num_heads, 2, head_dim // 2).flip(2)
+    rotated = swapped.view(num_tokens, num_heads, head_dim).mul_(sin[:, None, :])
+    return rotated.addcmul_(x, cos[:, None, :])
 
 
 class GatedMLP(nn.Module):
