@@ -8,10 +8,39 @@ from torch import nn
 from pcache.engine.context import AttentionMetadata, get_context
 
 
-class TorchBackend:
-    """Gather the pages and run SDPA: runs everywhere, and is the oracle."""
+class Backend:
+    """Store this layer's new K/V in the paged cache, then attend over the cache."""
+
+    name = ""
+
+    def forward(self, query, key, value, k_cache, v_cache, metadata: AttentionMetadata, scale):
+        # store first: every query of this step, of any sequence, may read these slots
+        self.store(key, value, k_cache, v_cache, metadata)
+        return self.attend(query, k_cache, v_cache, metadata, scale)
+
+    def store(self, key, value, k_cache, v_cache, metadata: AttentionMetadata) -> None:
+        raise NotImplementedError
+
+    def attend(self, query, k_cache, v_cache, metadata: AttentionMetadata, scale: float):
+        raise NotImplementedError
+
+
+class TorchBackend(Backend):
+    """Gather the pages and run SDPA: runs everywhere, and is the oracle.
+
+    A step in which no sequence has a cached prefix (every key is one of this step's new
+    tokens) attends over the new K/V as computed, contiguous, instead of gathering pages.
+    """
 
     name = "torch"
+
+    def forward(self, query, key, value, k_cache, v_cache, metadata: AttentionMetadata, scale):
+        if not metadata.has_cached_prefix:
+            from pcache.kernels.reference import varlen_attention
+
+            self.store(key, value, k_cache, v_cache, metadata)
+            return varlen_attention(query, key, value, metadata.query_lens_list, scale)
+        return super().forward(query, key, value, k_cache, v_cache, metadata, scale)
 
     def store(self, key, value, k_cache, v_cache, metadata: AttentionMetadata) -> None:
         from pcache.kernels.reference import store_kv_reference
@@ -32,7 +61,7 @@ class TorchBackend:
         )
 
 
-class TritonBackend:
+class TritonBackend(Backend):
     """The KV-store kernel and the unified paged-attention kernel (GPU, or the interpreter)."""
 
     name = "triton"
@@ -74,7 +103,6 @@ class Attention(nn.Module):
 
     def forward(self, query, key, value) -> torch.Tensor:
         metadata = get_context()
-        backend = metadata.backend
-        # store first: every query of this step, of any sequence, may read these slots
-        backend.store(key, value, self.k_cache, self.v_cache, metadata)
-        return backend.attend(query, self.k_cache, self.v_cache, metadata, self.scale)
+        return metadata.backend.forward(
+            query, key, value, self.k_cache, self.v_cache, metadata, self.scale
+        )

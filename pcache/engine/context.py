@@ -25,6 +25,11 @@ class AttentionMetadata:
     seq_lens_list: list[int]
     backend: Any = None
 
+    @property
+    def has_cached_prefix(self) -> bool:
+        """True when some sequence reads keys that earlier steps wrote (cached or decoded)."""
+        return self.query_lens_list != self.seq_lens_list
+
 
 _CONTEXT: AttentionMetadata | None = None
 

@@ -18,8 +18,8 @@ def store_kv_reference(
     keep = slot_mapping >= 0
     if not bool(keep.all()):
         key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
-    k_cache.view(-1, *k_cache.shape[2:])[slot_mapping] = key
-    v_cache.view(-1, *v_cache.shape[2:])[slot_mapping] = value
+    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slot_mapping, key)
+    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slot_mapping, value)
 
 
 def gather_pages(cache: torch.Tensor, block_ids: torch.Tensor, seq_len: int) -> torch.Tensor:
@@ -52,6 +52,30 @@ def paged_attention_reference(
         values = gather_pages(v_cache, block_ids, seq_len)
         end = start + query_len
         out[start:end] = attend(query[start:end], keys, values, scale)
+        start = end
+    return out
+
+
+def varlen_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    query_lens: list[int],
+    scale: float,
+) -> torch.Tensor:
+    """Causal attention of sequences laid end to end with no cached prefix.
+
+    query [tokens, heads, head_dim]; key, value [tokens, kv_heads, head_dim], the same tokens:
+    sequence i's keys are exactly its own queries' tokens, so nothing is read from pages.
+    """
+    assert query.shape[0] == key.shape[0] == value.shape[0] == sum(query_lens)
+    if len(query_lens) == 1:
+        return attend(query, key, value, scale)
+    out = torch.empty_like(query)
+    start = 0
+    for query_len in query_lens:
+        end = start + query_len
+        out[start:end] = attend(query[start:end], key[start:end], value[start:end], scale)
         start = end
     return out
 

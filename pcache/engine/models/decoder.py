@@ -7,7 +7,13 @@ from torch import nn
 
 from pcache.engine.attention import Attention
 from pcache.engine.model_config import ModelConfig
-from pcache.engine.models.layers import GatedMLP, RMSNorm, RotaryEmbedding, apply_rotary
+from pcache.engine.models.layers import (
+    GatedMLP,
+    RMSNorm,
+    RotaryEmbedding,
+    apply_rotary,
+    head_rms_norm,
+)
 
 # checkpoint name -> (engine parameter name, shard index) for the packed projections
 PACKED_MODULES = {
@@ -40,13 +46,15 @@ class DecoderAttention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         num_tokens = hidden.shape[0]
-        q, k, v = self.qkv_proj(hidden).split(self.shard_sizes(), dim=-1)
-        q = q.view(num_tokens, self.num_heads, self.head_dim)
-        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)
-        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+        qkv = self.qkv_proj(hidden)
+        # q and k side by side as one [tokens, heads + kv_heads, head_dim] view: one norm pass
+        # and one rotary pass serve both
+        num_qk_heads = self.num_heads + self.num_kv_heads
+        qk = qkv[:, : self.q_size + self.kv_size].view(num_tokens, num_qk_heads, self.head_dim)
+        v = qkv[:, self.q_size + self.kv_size :].view(num_tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+            qk = head_rms_norm(qk, self.num_heads, self.q_norm, self.k_norm)
+        q, k = apply_rotary(qk, cos, sin).split([self.num_heads, self.num_kv_heads], dim=1)
         out = self.attn(q, k, v)
         return self.o_proj(out.reshape(num_tokens, self.q_size))
 
@@ -62,8 +70,9 @@ class DecoderLayer(nn.Module):
         self.mlp = GatedMLP(config.hidden_size, config.intermediate_size, config.mlp_bias)
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+        # the residual stream is this forward pass's own tensor: add to it in place
+        hidden.add_(self.self_attn(self.input_layernorm(hidden), cos, sin))
+        return hidden.add_(self.mlp(self.post_attention_layernorm(hidden)))
 
 
 class DecoderModel(nn.Module):

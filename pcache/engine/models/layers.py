@@ -10,6 +10,13 @@ from torch import nn
 from torch.nn import functional as F
 
 
+def rms_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / rms(x) over the last dimension, in fp32: one reduction pass and one scaling pass."""
+    x = x.float()
+    sum_of_squares = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_()
+    return x * sum_of_squares.div_(x.shape[-1]).add_(eps).rsqrt_()
+
+
 class RMSNorm(nn.Module):
     """Root-mean-square norm computed in fp32, scaled by a learned weight."""
 
@@ -19,10 +26,18 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.empty(size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        # the normalized tensor is this call's own: scale it in place
+        return rms_normalize(x, self.eps).to(x.dtype).mul_(self.weight)
+
+
+def head_rms_norm(x: torch.Tensor, num_first: int, first: RMSNorm, second: RMSNorm):
+    """Per-head RMSNorm of x [tokens, heads, head_dim] in one pass over all heads: the first
+    `num_first` heads take `first`'s weight, the others `second`'s (Qwen3's q and k norms)."""
+    assert first.eps == second.eps and 0 < num_first < x.shape[1]
+    normed = rms_normalize(x, first.eps).to(x.dtype)
+    normed[:, :num_first].mul_(first.weight)
+    normed[:, num_first:].mul_(second.weight)
+    return normed
 
 
 def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any]) -> torch.Tensor:
@@ -47,25 +62,36 @@ def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any]) ->
 
 
 class RotaryEmbedding(nn.Module):
-    """cos/sin tables for positions 0..max_positions-1, applied to [tokens, heads, head_dim]."""
+    """cos/sin tables [max_positions, head_dim] for the two-halves (NeoX) rotary layout.
+
+    Element i pairs with element i + head_dim / 2 at frequency i. `sin` holds -sin on the
+    first half, so a rotation is `x * cos + swap_halves(x) * sin` (see `apply_rotary`).
+    """
 
     def __init__(self, head_dim: int, max_positions: int, theta: float, scaling: dict) -> None:
         super().__init__()
         inv_freq = inverse_frequencies(head_dim, theta, scaling)
         positions = torch.arange(max_positions, dtype=torch.int64).float()
         freqs = positions[:, None] * inv_freq[None, :]
-        table = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos", table.cos(), persistent=False)
-        self.register_buffer("sin", table.sin(), persistent=False)
+        cos, sin = freqs.cos(), freqs.sin()
+        self.register_buffer("cos", torch.cat((cos, cos), dim=-1), persistent=False)
+        self.register_buffer("sin", torch.cat((-sin, sin), dim=-1), persistent=False)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype):
         return self.cos[positions].to(dtype), self.sin[positions].to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos[:, None, :] + rotated * sin[:, None, :]
+    """Rotate x [tokens, heads, head_dim] by its tokens' angles (tables [tokens, head_dim]).
+
+    first' = first * cos - second * sin, second' = second * cos + first * sin: the halves
+    swapped into a new tensor, then scaled and accumulated in place (three passes in all).
+    """
+    num_tokens, num_heads, head_dim = x.shape
+    assert cos.shape == sin.shape == (num_tokens, head_dim)
+    swapped = x.view(num_tokens, num_heads, 2, head_dim // 2).flip(2)
+    rotated = swapped.view(num_tokens, num_heads, head_dim).mul_(sin[:, None, :])
+    return rotated.addcmul_(x, cos[:, None, :])
 
 
 class GatedMLP(nn.Module):
@@ -78,4 +104,4 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(F.silu(gate).mul_(up))
