@@ -200,3 +200,51 @@ def test_xxhash_family_with_a_fixed_seed(monkeypatch):
     none_hash = xxhash.xxh3_128_digest(cbor2.dumps("12345"))
     expected = xxhash.xxh3_128_digest(cbor2.dumps((none_hash, tuple(range(16)), None)))
     assert hashes == [expected]
+
+
+# vllm_prefix_cache.md §3, the hashing scenarios (U1, U9, U11, U12, U15)
+
+
+def test_u1_none_hash_seed(monkeypatch):
+    from pcache.cache.hashing import vllm_none_hash_seed
+
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    for algo in ("sha256", "sha256_cbor"):
+        assert vllm_none_hash_seed(algo) == "vllm-none-hash"
+        assert vllm_none_hash(algo) == vllm_none_hash(algo)  # stable across re-initialisation
+    random_seed = vllm_none_hash_seed("xxhash")
+    assert random_seed != "vllm-none-hash" and len(random_seed) == 64
+    monkeypatch.setenv("PYTHONHASHSEED", "python hash seed")
+    assert (
+        vllm_none_hash("sha256")
+        == hashlib.sha256(
+            pickle.dumps("python hash seed", protocol=pickle.HIGHEST_PROTOCOL)
+        ).digest()
+    )
+    monkeypatch.setenv("PYTHONHASHSEED", "12345")
+    assert vllm_none_hash_seed("xxhash_cbor") == "12345"
+
+
+def test_u9_u11_tagged_extra_keys():
+    assert vllm_extra_keys(0, "salt", None) == (("cache_salt", "salt"),)
+    assert vllm_extra_keys(1, "salt", None) is None
+    assert vllm_extra_keys(3, None, None) is None
+    lora = ("test_lora_adapter", "/path/to/lora")
+    for index in (0, 1, 7):
+        keys = vllm_extra_keys(index, None, lora)
+        assert keys == (("lora", "test_lora_adapter", "/path/to/lora"),)
+    assert vllm_extra_keys(0, "s", lora) == (
+        ("lora", "test_lora_adapter", "/path/to/lora"),
+        ("cache_salt", "s"),
+    )
+
+
+def test_u12_u15_block_hash_is_the_hash_of_the_3_tuple(no_seed):
+    none_hash = vllm_none_hash("sha256")
+
+    def fn(value):
+        return hashlib.sha256(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+
+    h0, h1 = block_hashes(list(range(6)), HashSettings(algo="sha256", block_size=3))
+    assert h0 == fn((none_hash, (0, 1, 2), None))
+    assert h1 == fn((h0, (3, 4, 5), None))
