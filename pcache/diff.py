@@ -14,11 +14,11 @@ import orjson
 
 from pcache.cache.profiles import PROFILE_NAMES, load_profile, reusable_tokens
 from pcache.jsonpath import get_path, head
-from pcache.patterns import CLOCK, RANDOM_ID, matches_at
+from pcache.patterns import CLOCK, DATE, EPOCH, RANDOM_ID, TOOL_CALL_ID, matches_at
 from pcache.pipeline import HashedPrompt
 from pcache.prefix import common_prefix_length
 from pcache.prompt.rendered import RenderedPrompt
-from pcache.prompt.request import KIND_ANTHROPIC, KIND_TOKEN_IDS, Request
+from pcache.prompt.request import KIND_ANTHROPIC, KIND_TOKEN_IDS, Request, tool_names
 
 EXCERPT_BEFORE = 32
 EXCERPT_AFTER = 48
@@ -160,18 +160,16 @@ def reuse_by_profile(
     size = a.settings.block_size
     same_namespace = a.settings.cache_salt == b.settings.cache_salt
     token_common = common if same_namespace else 0
+    num_tokens_b = b.rendered.num_tokens
     result = {}
     for name in PROFILE_NAMES:
         profile = load_profile(name)
-        num_tokens_b = b.rendered.num_tokens
         if name == "vllm":
             result[name] = reusable_tokens(profile, common_blocks * size, num_tokens_b, size)
         elif name == "anthropic":
-            written = tuple(
-                position
-                for position in breakpoint_positions(a.rendered)
-                if any(mark >= position for mark in breakpoint_positions(b.rendered))
-            )
+            last_mark_b = max(breakpoint_positions(b.rendered), default=-1)
+            # A's writes that B reads: B marks a breakpoint at or after them
+            written = tuple(p for p in breakpoint_positions(a.rendered) if p <= last_mark_b)
             result[name] = reusable_tokens(profile, token_common, num_tokens_b, size, written)
         else:
             result[name] = reusable_tokens(profile, token_common, num_tokens_b, size)
@@ -270,9 +268,9 @@ def classify(
 
 
 def _text_kind(a_text: str, b_text: str, char: int) -> str | None:
-    if matches_at(CLOCK, a_text, char, 1) and matches_at(CLOCK, b_text, char, 1):
+    if _both_match(_CHANGED_CLOCK, a_text, b_text, char):
         return "clock"
-    if matches_at(RANDOM_ID, a_text, char, 1) and matches_at(RANDOM_ID, b_text, char, 1):
+    if _both_match(_CHANGED_ID, a_text, b_text, char):
         return "random_id"
     at_space = a_text[char : char + 1].isspace() or b_text[char : char + 1].isspace()
     if at_space:
@@ -283,22 +281,26 @@ def _text_kind(a_text: str, b_text: str, char: int) -> str | None:
     return None
 
 
+_CHANGED_CLOCK = (CLOCK, DATE, EPOCH)
+_CHANGED_ID = (RANDOM_ID, TOOL_CALL_ID)
+
+
+def _both_match(patterns, a_text: str, b_text: str, char: int) -> bool:
+    """Both sides hold a value of one of `patterns` around the first differing character."""
+    return any(
+        matches_at(pattern, a_text, char, 1) and matches_at(pattern, b_text, char, 1)
+        for pattern in patterns
+    )
+
+
 def _squash(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split())
-
-
-def tool_name(tool: dict[str, Any]) -> str:
-    function = tool.get("function")
-    if isinstance(function, dict) and isinstance(function.get("name"), str):
-        return function["name"]
-    return str(tool.get("name", ""))
 
 
 def _classify_tools(
     a: Request, b: Request, index: int | None, text_kind: str | None
 ) -> tuple[str, str]:
-    names_a = [tool_name(tool) for tool in a.tools]
-    names_b = [tool_name(tool) for tool in b.tools]
+    names_a, names_b = tool_names(a), tool_names(b)
     if names_a != names_b:
         if sorted(names_a) == sorted(names_b):
             return "tool_order", f"A: {', '.join(names_a)}; B: {', '.join(names_b)}"
@@ -410,9 +412,7 @@ def _parameter_change(a: Request, b: Request) -> str:
 
 
 def _structural_difference(a: Request, b: Request) -> tuple[str, str] | None:
-    names_a = [tool_name(tool) for tool in a.tools]
-    names_b = [tool_name(tool) for tool in b.tools]
-    if names_a != names_b:
+    if tool_names(a) != tool_names(b):
         return _classify_tools(a, b, None, None)
     dropped = _dropped_head(a.messages, b.messages)
     if dropped:

@@ -65,6 +65,20 @@ class Request:
         return mapped
 
 
+def tool_name(tool: Any) -> str:
+    """The name of an OpenAI (`function.name`) or Anthropic (`name`) tool; "" when none."""
+    if not isinstance(tool, dict):
+        return ""
+    function = tool.get("function")
+    if isinstance(function, dict) and isinstance(function.get("name"), str):
+        return function["name"]
+    return str(tool.get("name", ""))
+
+
+def tool_names(request: Request) -> list[str]:
+    return [tool_name(tool) for tool in request.tools]
+
+
 def request_from_document(value: Any, source: str, line: int | None = None) -> Request:
     """Detect the shape of a parsed JSON value and normalize it."""
     if not isinstance(value, dict):

@@ -13,6 +13,7 @@ from typing import Any
 
 from pcache.files import write_atomically
 from pcache.prompt.loading import read_bytes
+from pcache.prompt.request import tool_name
 
 
 def sort_keys(value: Any) -> Any:
@@ -21,15 +22,6 @@ def sort_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [sort_keys(item) for item in value]
     return value
-
-
-def _tool_name(tool: Any) -> str:
-    if not isinstance(tool, dict):
-        return ""
-    function = tool.get("function")
-    if isinstance(function, dict) and isinstance(function.get("name"), str):
-        return function["name"]
-    return str(tool.get("name", ""))
 
 
 def fix_tools(tools: list[Any]) -> list[Any]:
@@ -50,7 +42,7 @@ def fix_tools(tools: list[Any]) -> list[Any]:
         if "parameters" in tool:
             tool["parameters"] = sort_keys(tool["parameters"])
         fixed.append(tool)
-    return sorted(fixed, key=_tool_name)
+    return sorted(fixed, key=tool_name)
 
 
 def fix_document(document: Any) -> Any:

@@ -2,37 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from functools import lru_cache
 
+from pcache.patterns import CLOCK, DATE, RANDOM_ID
 from pcache.prefix import common_prefix_length
-
-CLOCK = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2})?"
-    r"|(?<!\d)\d{1,2}:\d{2}:\d{2}(?!\d)"
-    r"|\b\d{1,2}:\d{2}\s?(?:[AaPp]\.?[Mm]\.?)(?![A-Za-z])"
-    r"|\b(?:today is|current (?:date|time)|the time is|now is)\b[^\n]{0,40}\d",
-    re.IGNORECASE,
-)
-"""Time-of-day precision, or a phrase announcing today's date next to a number."""
-
-DATE = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}\b"
-    r"|\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? \d{1,2} [A-Z][a-z]+ \d{4}\b"
-    r"|\b\d{1,2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{4}\b"
-    r"|\b(?:January|February|March|April|May|June|July|August|September|October|November"
-    r"|December) \d{1,2},? \d{4}\b"
-)
-"""Day precision dates (only evidence when they change between requests)."""
-
-RANDOM_ID = re.compile(
-    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-    r"|\b[0-9A-HJKMNP-TV-Z]{26}\b"
-    r"|(?<![0-9A-Za-z])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{16,}(?![0-9A-Za-z])"
-    r"|\b(?:req|request|trace|span|session|run|msg|conv)[_-](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{8,}\b"
-)
-"""UUIDs, ULIDs, long hex strings and prefixed request/trace/session ids."""
 
 
 def normalize_whitespace(text: str) -> str:

@@ -49,9 +49,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from pcache.prompt.request import tool_name
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.slots import canonical, exact, tool_function, tool_name
+from pcache.rules.slots import canonical, exact, tool_function
 
 RULE = Rule(
     code="PC201",

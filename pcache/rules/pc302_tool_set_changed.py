@@ -44,9 +44,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pcache.prompt.request import tool_names
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.slots import tool_names
 
 RULE = Rule(
     code="PC302",

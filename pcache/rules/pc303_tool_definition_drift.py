@@ -39,10 +39,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pcache.prompt.request import tool_name
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.patterns import changed_context, changed_windows, is_volatile, short, widen
-from pcache.rules.slots import canonical, tool_function, tool_name
+from pcache.rules.slots import canonical, tool_function
 
 RULE = Rule(
     code="PC303",

@@ -13,25 +13,14 @@ from typing import Any
 
 import orjson
 
-from pcache.prompt.request import Request
+from pcache.prompt.request import Request, tool_name
 
 PREFIX_ROLES = ("system", "developer")
-
-
-def tool_name(tool: dict[str, Any]) -> str:
-    function = tool.get("function")
-    if isinstance(function, dict) and isinstance(function.get("name"), str):
-        return function["name"]
-    return str(tool.get("name", ""))
 
 
 def tool_function(tool: dict[str, Any]) -> dict[str, Any]:
     function = tool.get("function")
     return function if isinstance(function, dict) else tool
-
-
-def tool_names(request: Request) -> list[str]:
-    return [tool_name(tool) for tool in request.tools]
 
 
 def prefix_texts(request: Request) -> Iterator[tuple[tuple, str, str]]:
