@@ -58,6 +58,29 @@ class HashedPrompt:
     settings: HashSettings
 
 
+@dataclass(frozen=True, slots=True)
+class BlockHashReport:
+    """What `pcache hash` reports for one request (its JSON output, field for field)."""
+
+    source: str
+    num_tokens: int
+    block_size: int
+    hash_algo: str
+    tokenizer: str
+    block_hashes: list[str]
+
+    @classmethod
+    def of(cls, hashed: HashedPrompt) -> BlockHashReport:
+        return cls(
+            source=hashed.rendered.request.label,
+            num_tokens=hashed.rendered.num_tokens,
+            block_size=hashed.settings.block_size,
+            hash_algo=hashed.settings.algo,
+            tokenizer=hashed.rendered.renderer,
+            block_hashes=[digest.hex() for digest in hashed.hashes],
+        )
+
+
 def iter_requests(path: str | os.PathLike[str]) -> Iterator[Request]:
     for document in iter_documents(path):
         assert isinstance(document, Document)

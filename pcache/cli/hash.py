@@ -34,34 +34,28 @@ def hash_command(
 
     Example: pcache hash samples/a.json --hash-algo sha256_cbor --format json
     """
+    from dataclasses import asdict
+
     import orjson
     from rich.markup import escape
 
     from pcache.cli.console import stdout, write_json
-    from pcache.pipeline import Settings, hash_request, iter_requests
+    from pcache.pipeline import BlockHashReport, Settings, hash_request, iter_requests
 
     check_text_or_json(format)
     settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)
     for request in iter_requests(file):
-        hashed = hash_request(request, settings)
-        record = {
-            "source": request.label,
-            "num_tokens": hashed.rendered.num_tokens,
-            "block_size": block_size,
-            "hash_algo": hash_algo,
-            "tokenizer": hashed.rendered.renderer,
-            "block_hashes": [h.hex() for h in hashed.hashes],
-        }
+        report = BlockHashReport.of(hash_request(request, settings))
         if format == "json":
-            write_json(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
+            write_json(orjson.dumps(asdict(report), option=orjson.OPT_SORT_KEYS))
             continue
         stdout.print(
-            f"[bold]{escape(request.label)}[/]: {record['num_tokens']} tokens,"
-            f" {len(hashed.hashes)} full blocks of {block_size}"
-            f" ({hash_algo}, {record['tokenizer']})",
+            f"[bold]{escape(report.source)}[/]: {report.num_tokens} tokens,"
+            f" {len(report.block_hashes)} full blocks of {block_size}"
+            f" ({hash_algo}, {report.tokenizer})",
             soft_wrap=True,
         )
-        for index, digest in enumerate(record["block_hashes"]):
+        for index, digest in enumerate(report.block_hashes):
             stdout.print(
                 f"  block {index:>4}  tokens {index * block_size:>6}-"
                 f"{(index + 1) * block_size - 1:<6}  {digest}",
