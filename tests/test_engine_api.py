@@ -89,3 +89,26 @@ def test_cli_start_imports_no_torch():
     )
     completed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True)
     assert completed.returncode == 0, completed.stdout
+
+
+def test_abort_frees_blocks_of_waiting_and_running_requests_and_keeps_the_rest_exact():
+    alone = Engine(EngineConfig(model="tiny"))
+    expected = alone.generate([PROMPTS[1]], 6, ignore_eos=True)[0].output_token_ids
+    engine = Engine(EngineConfig(model="tiny", max_num_seqs=2))
+    running = engine.add_request(PROMPTS[0], 50, ignore_eos=True)
+    kept = engine.add_request(PROMPTS[1], 6, ignore_eos=True)
+    waiting = engine.add_request(PROMPTS[3], 50, ignore_eos=True)
+    engine.step()
+    engine.step()
+    assert engine.sequences[waiting].first_scheduled_time is None
+    engine.abort_request(running)
+    engine.abort_request(waiting)
+    engine.check_integrity()
+    engine.run_until_done()
+    engine.check_integrity()
+    assert engine.kv_manager.usage == 0.0
+    for request_id in (running, waiting):
+        sequence = engine.release(request_id)
+        assert sequence.aborted and sequence.is_finished
+    assert engine.release(kept).output_token_ids == expected
+    assert not engine.sequences

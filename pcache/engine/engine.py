@@ -102,6 +102,21 @@ class Engine:
         self.scheduler.add(sequence)
         return request_id
 
+    def abort_request(self, request_id: str) -> None:
+        """Stop a request between steps, waiting or running; its blocks go back to the pool
+        (full blocks stay cached for later hits, as any finished request's do)."""
+        sequence = self.sequences[request_id]
+        if not sequence.is_finished:
+            self.scheduler.abort(sequence)
+            sequence.aborted = True
+            sequence.finish_time = time.perf_counter()
+
+    def release(self, request_id: str) -> Sequence:
+        """Forget a finished request; a long-running caller does this once it read the result."""
+        sequence = self.sequences.pop(request_id)
+        assert sequence.is_finished, f"{request_id} is still running"
+        return sequence
+
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()
 

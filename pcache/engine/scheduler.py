@@ -90,6 +90,15 @@ class Scheduler:
         sequence.status = SequenceStatus.WAITING
         self.waiting.appendleft(sequence)
 
+    def abort(self, sequence: Sequence) -> None:
+        """Drop an unfinished sequence from its queue and give its blocks back."""
+        if sequence.status == SequenceStatus.WAITING:
+            self.waiting.remove(sequence)
+        else:
+            self.running.remove(sequence)
+        self.kv_manager.free(sequence.cache_request)
+        sequence.status = SequenceStatus.FINISHED
+
     def postprocess(self, batch: list[ScheduledSequence], sampled: list[int]) -> None:
         """Advance progress, append sampled tokens, free finished sequences."""
         tokens = iter(sampled)

@@ -27,6 +27,7 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     num_cached_tokens: int | None = None
     num_preemptions: int = 0
+    aborted: bool = False
     arrival_time: float = 0.0
     first_scheduled_time: float | None = None
     first_token_time: float | None = None
