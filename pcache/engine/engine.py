@@ -65,6 +65,28 @@ class Engine:
     ) -> str:
         """Queue a prompt; returns its request id."""
         token_ids = [int(token) for token in token_ids]
+        self.check_request(token_ids, max_new_tokens)
+        request_id = request_id or f"request-{next(self._ids)}"
+        if request_id in self.sequences:
+            raise EngineError(f"duplicate request id {request_id!r}")
+        cache_request = CacheRequest.from_tokens(
+            request_id, token_ids, self.hash_settings, cache_salt=cache_salt
+        )
+        sequence = Sequence(
+            cache_request,
+            max_new_tokens,
+            temperature=temperature,
+            ignore_eos=ignore_eos,
+            eos_token_ids=self.model_config.eos_token_ids,
+            arrival_time=time.perf_counter(),
+        )
+        self.sequences[request_id] = sequence
+        self.scheduler.add(sequence)
+        return request_id
+
+    def check_request(self, token_ids: list[int], max_new_tokens: int) -> None:
+        """Raise EngineError unless the engine can run this prompt (reads only the config, so
+        any thread may call it before handing the request over)."""
         vocab = self.model_config.vocab_size
         if not token_ids:
             raise EngineError("a prompt needs at least one token")
@@ -84,23 +106,6 @@ class Engine:
                 f"too little memory for the KV cache: a request of {total} tokens needs more"
                 f" than the {capacity} token slots it holds"
             )
-        request_id = request_id or f"request-{next(self._ids)}"
-        if request_id in self.sequences:
-            raise EngineError(f"duplicate request id {request_id!r}")
-        cache_request = CacheRequest.from_tokens(
-            request_id, token_ids, self.hash_settings, cache_salt=cache_salt
-        )
-        sequence = Sequence(
-            cache_request,
-            max_new_tokens,
-            temperature=temperature,
-            ignore_eos=ignore_eos,
-            eos_token_ids=self.model_config.eos_token_ids,
-            arrival_time=time.perf_counter(),
-        )
-        self.sequences[request_id] = sequence
-        self.scheduler.add(sequence)
-        return request_id
 
     def abort_request(self, request_id: str) -> None:
         """Stop a request between steps, waiting or running; its blocks go back to the pool
