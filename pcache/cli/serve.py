@@ -1,0 +1,98 @@
+"""`pcache serve`: the built-in engine behind an OpenAI-compatible HTTP API."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+MODEL_HELP = (
+    "A preset (tiny, tiny-llama, tiny-qwen2, tiny-qwen3, qwen3-0.6b, llama3-1b, llama3-8b;"
+    " seeded random weights) or a checkpoint directory (config.json + *.safetensors)."
+)
+
+
+def serve_command(
+    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)],
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (0.0.0.0 exposes it to the network).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8000,
+    served_model_name: Annotated[
+        str | None,
+        typer.Option("--served-model-name", help="The name clients send (default: --model)."),
+    ] = None,
+    engine: Annotated[str, typer.Option("--engine", help="cpu (torch) or gpu (Triton).")] = "cpu",
+    block_size: Annotated[
+        int, typer.Option("--block-size", min=1, help="Tokens per KV block (a power of two).")
+    ] = 16,
+    kv_cache_tokens: Annotated[
+        int | None,
+        typer.Option("--kv-cache-tokens", min=1, help="KV cache size in tokens (CPU: 8192)."),
+    ] = None,
+    max_num_seqs: Annotated[
+        int, typer.Option("--max-num-seqs", min=1, help="Most requests in the running batch.")
+    ] = 256,
+    max_num_batched_tokens: Annotated[
+        int,
+        typer.Option("--max-num-batched-tokens", min=1, help="Most tokens in one step."),
+    ] = 8192,
+    max_waiting: Annotated[
+        int,
+        typer.Option(
+            "--max-waiting", min=1, help="Most queued requests; more get 429 (too many requests)."
+        ),
+    ] = 1024,
+    no_prefix_cache: Annotated[
+        bool, typer.Option("--no-prefix-cache", help="Disable automatic prefix caching.")
+    ] = False,
+    check_integrity: Annotated[
+        bool,
+        typer.Option(
+            "--check-integrity", help="Check the block pool's invariants after every step (slow)."
+        ),
+    ] = False,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="uvicorn's: critical, error, warning, info, debug.")
+    ] = "warning",
+) -> None:
+    """Serve a model over HTTP: /v1/chat/completions, /v1/completions, /metrics.
+
+    Example: pcache serve --model tiny --port 8000
+    """
+    import uvicorn
+
+    from pcache.cli.console import stderr
+    from pcache.errors import UsageError
+    from pcache.serve.app import ServeOptions, build_server, create_app
+
+    if engine not in ("cpu", "gpu"):
+        raise UsageError(f"--engine must be cpu or gpu, got {engine!r}")
+    if block_size & (block_size - 1):
+        raise UsageError(f"--block-size must be a power of two, got {block_size}")
+    if log_level not in ("critical", "error", "warning", "info", "debug"):
+        raise UsageError("--log-level must be critical, error, warning, info or debug")
+    options = ServeOptions(
+        model=model,
+        served_model_name=served_model_name,
+        device="cuda" if engine == "gpu" else "cpu",
+        block_size=block_size,
+        kv_cache_tokens=kv_cache_tokens,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_waiting=max_waiting,
+        enable_prefix_caching=not no_prefix_cache,
+        check_integrity=check_integrity,
+    )
+    server = build_server(options)
+    config = uvicorn.Config(
+        create_app(server), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
+    )
+    runner = uvicorn.Server(config)
+    stderr.print(
+        f"pcache: serving {server.model_name} ({server.engine.runner.num_blocks - 1} KV blocks"
+        f" of {block_size} tokens, chat template: {server.codec.chat_template})"
+        f" on http://{host}:{port}/v1",
+        markup=False,
+    )
+    runner.run()

@@ -1,0 +1,1 @@
+"""`pcache serve`: the built-in engine behind an OpenAI-compatible HTTP API."""
