@@ -17,7 +17,9 @@ def serve_command(
     host: Annotated[
         str, typer.Option("--host", help="Address to bind (0.0.0.0 exposes it to the network).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8000,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port).")
+    ] = 8000,
     served_model_name: Annotated[
         str | None,
         typer.Option("--served-model-name", help="The name clients send (default: --model)."),
@@ -85,14 +87,32 @@ def serve_command(
         check_integrity=check_integrity,
     )
     server = build_server(options)
+    listener = bind(host, port)
+    bound_port = listener.getsockname()[1]
     config = uvicorn.Config(
-        create_app(server), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
+        create_app(server), log_level=log_level, timeout_graceful_shutdown=5, access_log=False
     )
-    runner = uvicorn.Server(config)
     stderr.print(
         f"pcache: serving {server.model_name} ({server.engine.runner.num_blocks - 1} KV blocks"
         f" of {block_size} tokens, chat template: {server.codec.chat_template})"
-        f" on http://{host}:{port}/v1",
+        f" on http://{host}:{bound_port}/v1",
         markup=False,
     )
-    runner.run()
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def bind(host: str, port: int):
+    """A listening TCP socket (port 0: any free port); a port in use is a usage error."""
+    import socket
+
+    from pcache.errors import UsageError
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+    except OSError as error:
+        raise UsageError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    listener.set_inheritable(True)
+    return listener

@@ -1,0 +1,224 @@
+"""`pcache serve` over loopback HTTP: response shapes, cached tokens, metrics, faults, load."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("uvicorn")
+
+from tests.serve_helpers import metric, served  # noqa: E402
+
+PROMPT = list(range(1, 100))  # 99 tokens: 6 full blocks of 16 can be reused
+
+
+def completion(url: str, **body) -> httpx.Response:
+    return httpx.post(f"{url}/v1/completions", json={"model": "tiny", **body}, timeout=30)
+
+
+def sse_events(response_text: str) -> list:
+    import orjson
+
+    lines = [line[6:] for line in response_text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [orjson.loads(line) for line in lines[:-1]]
+
+
+def wait_until_idle(url: str, timeout: float = 20) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        text = httpx.get(f"{url}/metrics", timeout=5).text
+        busy = metric(text, "pcache:num_requests_running") + metric(
+            text, "pcache:num_requests_waiting"
+        )
+        if busy == 0:
+            return text
+        assert time.monotonic() < deadline, "requests are still running"
+        time.sleep(0.05)
+
+
+def test_completions_and_chat_report_the_engines_cached_tokens_and_metrics_agree():
+    with served() as (url, server):
+        first = completion(url, prompt=PROMPT, max_tokens=4, temperature=0, ignore_eos=True)
+        second = completion(url, prompt=PROMPT, max_tokens=4, temperature=0, ignore_eos=True)
+        assert first.status_code == second.status_code == 200
+        one, two = first.json(), second.json()
+        assert one["object"] == "text_completion" and one["model"] == "tiny"
+        assert one["choices"][0]["finish_reason"] == "length"
+        assert one["choices"][0]["text"] == two["choices"][0]["text"]  # greedy
+        assert one["usage"]["prompt_tokens"] == 99 and one["usage"]["completion_tokens"] == 4
+        assert one["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        assert two["usage"]["prompt_tokens_details"]["cached_tokens"] == 96
+
+        chat = {
+            "model": "tiny",
+            "messages": [
+                {"role": "system", "content": "Be brief. " * 20},
+                {"role": "user", "content": "hi"},
+            ],
+            "max_tokens": 3,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        usages = []
+        for _ in range(2):
+            response = httpx.post(f"{url}/v1/chat/completions", json=chat, timeout=30)
+            assert response.headers["content-type"].startswith("text/event-stream")
+            chunks = sse_events(response.text)
+            assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+            assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+            assert chunks[-1]["choices"] == []
+            usages.append(chunks[-1]["usage"])
+        prompt_tokens = usages[0]["prompt_tokens"]
+        assert prompt_tokens == len(server.codec.render_chat(chat["messages"], None))
+        assert usages[0]["prompt_tokens_details"]["cached_tokens"] == 0
+        assert usages[1]["prompt_tokens_details"]["cached_tokens"] == prompt_tokens // 16 * 16
+
+        text = wait_until_idle(url)
+        assert metric(text, "pcache:prefix_cache_queries_total") == 2 * 99 + 2 * prompt_tokens
+        assert metric(text, "pcache:prefix_cache_hits_total") == 96 + prompt_tokens // 16 * 16
+        assert metric(text, "pcache:time_to_first_token_seconds_count") == 4
+        assert metric(text, "pcache:request_success_total", finished_reason="length") == 4
+        assert 'le="2560.0"' in text  # vLLM's TTFT buckets
+        models = httpx.get(f"{url}/v1/models").json()
+        assert models["data"][0]["id"] == "tiny"
+        assert httpx.post(f"{url}/reset_prefix_cache").status_code == 200
+        again = completion(url, prompt=PROMPT, max_tokens=1)
+        assert again.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+MALFORMED = [
+    (b"{", "not valid JSON"),
+    (b"[1, 2]", "JSON object"),
+    (b'{"prompt": ""}', "prompt"),
+    (b'{"prompt": [1, -2]}', "prompt"),
+    (b'{"prompt": [1, true]}', "prompt"),
+    (b'{"prompt": [600]}', "token ids must be in [0, 512)"),
+    (b'{"prompt": "x", "max_tokens": 0}', "max_tokens"),
+    (b'{"prompt": "x", "max_tokens": "5"}', "max_tokens"),
+    (b'{"prompt": "x", "n": 2}', "n"),
+    (b'{"prompt": "x", "temperature": 9}', "temperature"),
+    (b'{"prompt": "x", "stream": "yes"}', "stream"),
+    (b'{"prompt": "x", "stream_options": {"include_usage": true}}', "stream_options"),
+    (b'{"prompt": "x", "max_tokens": 4000}', "exceeds"),
+]
+MALFORMED_CHAT = [
+    (b'{"messages": []}', "messages"),
+    (b'{"messages": "hi"}', "messages"),
+    (b'{"messages": [{"content": "no role"}], "stream": true}', "messages"),
+]
+
+
+def test_malformed_bodies_get_openai_style_400s_and_the_server_keeps_serving():
+    with served() as (url, _):
+        cases = [("completions", *case) for case in MALFORMED]
+        cases += [("chat/completions", *case) for case in MALFORMED_CHAT]
+        for route, body, fragment in cases:
+            response = httpx.post(f"{url}/v1/{route}", content=body, timeout=10)
+            assert response.status_code == 400, (body, response.text)
+            error = response.json()["error"]
+            assert fragment in error["message"] or error["param"] == fragment, (body, error)
+            assert error["type"] == "invalid_request_error" and error["code"] == 400
+        unknown = completion(url, model="gpt-4o", prompt="x")
+        assert unknown.status_code == 404 and "gpt-4o" in unknown.json()["error"]["message"]
+        assert completion(url, prompt="still serving", max_tokens=2).status_code == 200
+        assert httpx.get(f"{url}/health").status_code == 200
+
+
+def test_a_full_queue_answers_429_and_the_accepted_requests_complete():
+    async def main(url: str):
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            body = {"prompt": PROMPT, "max_tokens": 150, "ignore_eos": True}
+            return await asyncio.gather(
+                *(client.post("/v1/completions", json=body) for _ in range(10))
+            )
+
+    with served(max_num_seqs=1, max_waiting=2) as (url, server):
+        responses = asyncio.run(main(url))
+        statuses = sorted(response.status_code for response in responses)
+        assert set(statuses) == {200, 429}, statuses
+        for response in responses:
+            if response.status_code == 429:
+                assert response.json()["error"]["type"] == "rate_limit_exceeded"
+                assert response.headers["retry-after"] == "1"
+            else:
+                assert response.json()["usage"]["completion_tokens"] == 150
+        text = wait_until_idle(url)
+        assert metric(text, "pcache:requests_rejected_total") == statuses.count(429)
+        assert completion(url, prompt="after the burst", max_tokens=2).status_code == 200
+        assert not server.engine.sequences
+
+
+def test_clients_that_disconnect_leave_no_block_referenced():
+    async def read_a_little_then_leave(client: httpx.AsyncClient, index: int) -> None:
+        body = {"prompt": PROMPT[index:], "max_tokens": 1500, "ignore_eos": True, "stream": True}
+        async with client.stream("POST", "/v1/completions", json=body) as response:
+            assert response.status_code == 200
+            lines = 0
+            async for line in response.aiter_lines():
+                lines += line.startswith("data: ")
+                if lines == 1 + index % 3:  # some leave after a chunk, some a little later
+                    break
+
+    async def leave_while_waiting(client: httpx.AsyncClient, index: int) -> None:
+        body = {"prompt": PROMPT[index:], "max_tokens": 1500, "ignore_eos": True}
+        with pytest.raises(httpx.ReadTimeout):
+            await client.post("/v1/completions", json=body, timeout=0.3)
+
+    async def main(url: str) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            await asyncio.gather(
+                *(read_a_little_then_leave(client, index) for index in range(8)),
+                *(leave_while_waiting(client, index) for index in range(8, 12)),
+            )
+
+    with served(max_num_seqs=3, check_integrity=True) as (url, server):
+        asyncio.run(main(url))
+        text = wait_until_idle(url)
+        assert metric(text, "pcache:request_success_total", finished_reason="abort") == 12
+        assert metric(text, "pcache:kv_cache_usage_perc") == 0
+        assert httpx.get(f"{url}/health").status_code == 200  # the integrity checks passed
+        server.engine.check_integrity()  # the engine's thread is idle
+        assert not server.engine.sequences and not server.engine.has_unfinished_requests()
+        assert server.engine.kv_manager.usage == 0.0
+        assert completion(url, prompt=PROMPT, max_tokens=2).status_code == 200
+
+
+def _resident_kib() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def test_200_concurrent_streams_all_complete_with_bounded_memory():
+    async def one(client: httpx.AsyncClient, index: int) -> tuple[int, int, bool]:
+        body = {
+            "prompt": [*PROMPT[:40], index % 200 + 200],
+            "max_tokens": 6,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        response = await client.post("/v1/completions", json=body)
+        chunks = sse_events(response.text)
+        usage = chunks[-1]["usage"]
+        return len(chunks) - 1, usage["completion_tokens"], response.status_code == 200
+
+    async def wave(url: str) -> list:
+        limits = httpx.Limits(max_connections=250, max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+            return await asyncio.gather(*(one(client, index) for index in range(200)))
+
+    with served() as (url, server):
+        first = asyncio.run(wave(url))
+        peak_after_first = _resident_kib()
+        second = asyncio.run(wave(url))
+        for chunks, tokens, ok in first + second:
+            assert ok and chunks == tokens == 6
+        text = wait_until_idle(url)
+        assert metric(text, "pcache:request_success_total", finished_reason="length") == 400
+        assert not server.engine.sequences and not server.engine_loop._streams
+        assert _resident_kib() - peak_after_first < 64 * 1024  # a second wave keeps no state
