@@ -1,4 +1,4 @@
-"""`pcache replay TRACE --simulate`: hit rates, evictions, TTFT and cost of a workload."""
+"""`pcache replay TRACE --simulate | --endpoint URL`: hit rates, evictions, TTFT and cost."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from pcache.cli import replay_endpoint as ep
 from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
@@ -23,6 +24,7 @@ from pcache.cli.options import (
 
 
 def replay_command(
+    ctx: typer.Context,
     trace: Annotated[
         str, typer.Argument(help="Trace: request JSONL, Mooncake or Bailian hash-id JSONL, Batch.")
     ],
@@ -97,8 +99,28 @@ def replay_command(
         bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")
     ] = None,
     format: FormatOpt = "text",
+    endpoint: ep.EndpointOpt = None,
+    api: ep.ApiOpt = "completions",
+    max_concurrency: ep.MaxConcurrencyOpt = None,
+    rate: ep.RateOpt = None,
+    burstiness: ep.BurstinessOpt = 1.0,
+    time_scale: Annotated[
+        float, typer.Option("--time-scale", help="--endpoint: multiply trace gaps by this.")
+    ] = 1.0,
+    compare_cache: ep.CompareCacheOpt = False,
+    reset_cache: ep.ResetCacheOpt = False,
+    api_key_env: ep.ApiKeyEnvOpt = None,
+    timeout: ep.TimeoutOpt = 300.0,
+    retries: ep.RetriesOpt = 2,
+    ignore_eos: ep.IgnoreEosOpt = False,
+    max_output_tokens: Annotated[
+        int | None,
+        typer.Option("--max-output-tokens", min=1, help="--endpoint: cap each output length."),
+    ] = None,
+    vocab_size: ep.VocabSizeOpt = 512,
+    no_server_metrics: ep.NoServerMetricsOpt = False,
 ) -> None:
-    """Simulate a trace against a prefix cache: hit rates, evictions, TTFT and cost.
+    """Simulate a trace against a prefix cache, or replay it against a live server.
 
     Example: pcache replay samples/traces/mooncake_tiny.jsonl --simulate --cache-blocks 8
     """
@@ -109,8 +131,48 @@ def replay_command(
     from pcache.simulation import ReplayArguments, run_replay
 
     check_text_or_json(format)
+    if endpoint is not None:
+        from pcache.replay.endpoint_driver import EndpointOptions
+
+        if simulate or capacity_sweep or plot or concurrency != "serial" or cache_gb:
+            raise UsageError(
+                "--endpoint measures a live server: --simulate, --capacity-sweep, --plot,"
+                " --concurrency and --cache-gb do not apply"
+            )
+        if policy != "vllm":
+            raise UsageError("--endpoint predicts with the vLLM block pool: --policy vllm only")
+        if output is not None:
+            check_writable(output)
+        source = ctx.get_parameter_source("model")
+        given = source is not None and source.name != "DEFAULT"
+        options = EndpointOptions(
+            url=endpoint,
+            model=model if given else "",
+            api=api,
+            max_concurrency=max_concurrency,
+            rate=rate,
+            burstiness=burstiness,
+            time_scale=time_scale,
+            compare_cache=compare_cache,
+            reset_cache=reset_cache,
+            api_key_env=api_key_env,
+            timeout_s=timeout,
+            retries=retries,
+            ignore_eos=ignore_eos,
+            max_output_tokens=max_output_tokens,
+            vocab_size=vocab_size,
+            block_size=block_size,
+            cache_blocks=cache_blocks,
+            hash_algo=hash_algo,
+            tokenizer=tokenizer,
+            scrape_metrics=not no_server_metrics,
+        )
+        ep.run(
+            trace, options, trace_format, strict, trace_block_size, cache_salt, date, output, format
+        )
+        return
     if not simulate:
-        raise UsageError("pass --simulate to replay against the simulated cache")
+        raise UsageError("pass --simulate to replay against the simulated cache, or --endpoint URL")
     if cache_blocks is not None and cache_gb is not None:
         raise UsageError("give --cache-blocks or --cache-gb, not both")
     if plot is not None and not capacity_sweep:

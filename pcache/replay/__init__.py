@@ -1,0 +1,1 @@
+"""Replaying a trace: the drivers (simulate, engine, endpoint) and their report."""

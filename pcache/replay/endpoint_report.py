@@ -1,0 +1,209 @@
+"""What an endpoint replay measured, with `vllm bench serve`'s key names where they mean the
+same thing (`median_ttft_ms`, `p99_itl_ms`, `ttfts`, `input_lens`, `errors`, ...) and pcache's
+prediction beside the server's counts (`cached_tokens`, `predicted_cached_tokens`).
+
+Per-request lists are in trace order; a request's TTFT is None when it failed or streamed no
+content. Percentiles are linear (numpy's default, as vLLM's); TPOT is (latency - TTFT) /
+(output tokens - 1) for requests of two tokens or more, as vLLM computes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pcache.replay.endpoint_client import RequestTiming
+
+PERCENTILES = (50, 90, 95, 99)
+METRICS = ("ttft", "first_chunk", "tpot", "itl", "e2el")
+
+
+def summary(name: str, values_s: list[float]) -> dict[str, float | None]:
+    """mean/median/std/p50.../p99 of `name` in milliseconds (None when nothing was measured)."""
+    data = np.asarray(values_s, dtype=float) * 1000.0
+    keys = [f"mean_{name}_ms", f"median_{name}_ms", f"std_{name}_ms"]
+    keys += [f"p{p}_{name}_ms" for p in PERCENTILES]
+    if data.size == 0:
+        return dict.fromkeys(keys)
+    values = [data.mean(), np.median(data), data.std()]
+    values += [np.percentile(data, p) for p in PERCENTILES]
+    return {key: round(float(value), 3) for key, value in zip(keys, values, strict=True)}
+
+
+@dataclass(slots=True)
+class Failures:
+    count: int
+    status_codes: dict[str, int]
+    first_error: str | None
+
+
+@dataclass(slots=True)
+class PassResult:
+    """One pass of the trace against the server."""
+
+    label: str
+    duration: float
+    timings: list[RequestTiming]
+    max_concurrent_requests: int
+    interrupted: bool = False
+    metrics_delta: dict[str, float] | None = None
+
+    @property
+    def completed(self) -> list[RequestTiming]:
+        return [timing for timing in self.timings if timing.ok]
+
+    def failures(self) -> Failures:
+        failed = [timing for timing in self.timings if not timing.ok and timing.error]
+        codes = Counter(str(t.status) if t.status is not None else "none" for t in failed)
+        return Failures(
+            len(failed), dict(sorted(codes.items())), failed[0].error if failed else None
+        )
+
+    def latency_summary(self) -> dict[str, Any]:
+        done = self.completed
+        tpots = [
+            (t.latency_s - t.ttft_s) / (t.completion_tokens - 1)
+            for t in done
+            if t.ttft_s is not None and t.latency_s is not None and (t.completion_tokens or 0) > 1
+        ]
+        values = {
+            "ttft": [t.ttft_s for t in done if t.ttft_s is not None],
+            "first_chunk": [t.first_chunk_s for t in done if t.first_chunk_s is not None],
+            "tpot": tpots,
+            "itl": [gap for t in done for gap in t.itl_s],
+            "e2el": [t.latency_s for t in done if t.latency_s is not None],
+        }
+        out: dict[str, Any] = {}
+        for name in METRICS:
+            out.update(summary(name, values[name]))
+        return out
+
+
+@dataclass(slots=True)
+class CacheComparison:
+    """Two passes of the same trace: how the server's cache changed TTFT."""
+
+    strategy: str
+    """`salted` (cache off: a unique cache_salt per request), or `cold-warm` (first pass
+    after a reset where possible, second pass warm)."""
+    note: str
+    reset: str | None
+    """The reset route used between passes (`/reset_prefix_cache`, `/flush_cache`) or None."""
+    run_order: list[str]
+    cache_on: dict[str, Any]
+    cache_off: dict[str, Any]
+    speedup_median_ttft: float | None
+
+
+@dataclass(slots=True)
+class EndpointReport:
+    """An endpoint replay: the measured pass, the prediction, the server's own counters."""
+
+    backend: str
+    endpoint: str
+    model_id: str
+    server_kind: str | None
+    source: str
+    trace_format: str
+    num_prompts: int
+    max_concurrency: int | None
+    request_rate: float | None
+    burstiness: float
+    time_scale: float
+    block_size: int
+    measured: PassResult
+    input_lens: list[int]
+    """Prompt tokens per request: the server's usage when reported, else pcache's count."""
+    predicted_cached_tokens: list[int]
+    cached_tokens_field: str | None
+    cached_tokens_hint: str | None
+    prediction_assumptions: str
+    server_metrics: dict[str, Any] | None
+    server_metrics_note: str | None
+    compare_cache: CacheComparison | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def cached_tokens(self) -> list[int | None]:
+        return [t.cache.cached_tokens if t.ok else None for t in self.measured.timings]
+
+    def mismatched_requests(self) -> list[int]:
+        return [
+            index
+            for index, (seen, predicted) in enumerate(
+                zip(self.cached_tokens(), self.predicted_cached_tokens, strict=True)
+            )
+            if seen is not None and seen != predicted
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        measured = self.measured
+        done = measured.completed
+        output_lens = [t.completion_tokens if t.ok else None for t in measured.timings]
+        total_out = sum(value or 0 for value in output_lens)
+        total_in = sum(self.input_lens[t.index] for t in done)
+        duration = measured.duration
+        cached = self.cached_tokens()
+        known = [value for value in cached if value is not None]
+        data: dict[str, Any] = {
+            "backend": self.backend,
+            "endpoint": self.endpoint,
+            "model_id": self.model_id,
+            "server_kind": self.server_kind,
+            "source": self.source,
+            "trace_format": self.trace_format,
+            "num_prompts": self.num_prompts,
+            "completed": len(done),
+            "failed": self.num_prompts - len(done),
+            "interrupted": measured.interrupted,
+            "duration": round(duration, 6),
+            "max_concurrency": self.max_concurrency,
+            "request_rate": _rate(self.request_rate),
+            "burstiness": self.burstiness,
+            "time_scale": self.time_scale,
+            "max_concurrent_requests": measured.max_concurrent_requests,
+            "total_input_tokens": total_in,
+            "total_output_tokens": total_out,
+            "request_throughput": round(len(done) / duration, 6) if duration else None,
+            "output_throughput": round(total_out / duration, 6) if duration else None,
+            "total_token_throughput": round((total_in + total_out) / duration, 6)
+            if duration
+            else None,
+            **measured.latency_summary(),
+            "ttfts": [t.ttft_s if t.ok else None for t in measured.timings],
+            "first_chunk_times": [t.first_chunk_s if t.ok else None for t in measured.timings],
+            "itls": [t.itl_s for t in measured.timings],
+            "e2els": [t.latency_s if t.ok else None for t in measured.timings],
+            "input_lens": self.input_lens,
+            "output_lens": output_lens,
+            "errors": [t.error for t in measured.timings],
+            "retries": sum(t.retries for t in measured.timings),
+            "failures": asdict(measured.failures()),
+            "block_size": self.block_size,
+            "cached_tokens": cached,
+            "cached_tokens_field": self.cached_tokens_field,
+            "cached_tokens_hint": self.cached_tokens_hint,
+            "total_cached_tokens": sum(known) if known else None,
+            "predicted_cached_tokens": self.predicted_cached_tokens,
+            "total_predicted_cached_tokens": sum(self.predicted_cached_tokens),
+            "prediction_assumptions": self.prediction_assumptions,
+            "cached_tokens_match": (not self.mismatched_requests()) if known else None,
+            "mismatched_requests": self.mismatched_requests(),
+            "server_metrics": self.server_metrics,
+            "server_metrics_note": self.server_metrics_note,
+            "compare_cache": asdict(self.compare_cache) if self.compare_cache else None,
+            "notes": self.notes,
+        }
+        return data
+
+
+def _rate(rate: float | None) -> float | str:
+    """As vllm bench serve writes it: a number, or "inf"; "trace" for the trace's timestamps."""
+    if rate is None:
+        return "trace"
+    return "inf" if math.isinf(rate) else rate

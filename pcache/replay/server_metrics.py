@@ -1,0 +1,71 @@
+"""A server's Prometheus `/metrics` before and after a replay, and what changed in between.
+
+Read: `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits` (tokens),
+`vllm:prompt_tokens_by_source{source=...}`, `sglang:cached_tokens`, and pcache serve's
+`pcache:` twins of vLLM's names. Counters are summed over their labels (one model per
+server here); a counter that restarted (the server was restarted) gives no difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+COUNTERS = {
+    "prefix_cache_queries": ("vllm:prefix_cache_queries", "pcache:prefix_cache_queries"),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits", "pcache:prefix_cache_hits"),
+    "sglang_cached_tokens": ("sglang:cached_tokens",),
+    "prompt_tokens": ("vllm:prompt_tokens", "pcache:prompt_tokens", "sglang:prompt_tokens"),
+    "generation_tokens": (
+        "vllm:generation_tokens",
+        "pcache:generation_tokens",
+        "sglang:generation_tokens",
+    ),
+}
+BY_SOURCE = "vllm:prompt_tokens_by_source"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """The counters pcache compares, summed over labels; `kind`: vllm, sglang, pcache or None."""
+
+    kind: str | None
+    counters: dict[str, float]
+    prompt_tokens_by_source: dict[str, float] = field(default_factory=dict)
+
+
+def parse_metrics(text: str) -> MetricsSnapshot:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = {name: key for key, names in COUNTERS.items() for name in names}
+    counters: dict[str, float] = {}
+    by_source: dict[str, float] = {}
+    kinds: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        prefix = family.name.split(":", 1)[0] if ":" in family.name else None
+        if prefix in ("vllm", "sglang", "pcache"):
+            kinds.add(prefix)
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            base = sample.name.removesuffix("_total")
+            if base in wanted:
+                key = wanted[base]
+                counters[key] = counters.get(key, 0.0) + sample.value
+            elif base == BY_SOURCE:
+                source = sample.labels.get("source", "")
+                by_source[source] = by_source.get(source, 0.0) + sample.value
+    kind = next((name for name in ("pcache", "vllm", "sglang") if name in kinds), None)
+    return MetricsSnapshot(kind, counters, by_source)
+
+
+def metrics_delta(before: MetricsSnapshot, after: MetricsSnapshot) -> dict[str, float]:
+    """after - before for every counter both snapshots have (and that did not go down)."""
+    delta: dict[str, float] = {}
+    for key, value in after.counters.items():
+        if key in before.counters and value >= before.counters[key]:
+            delta[key] = value - before.counters[key]
+    for source, value in after.prompt_tokens_by_source.items():
+        old = before.prompt_tokens_by_source.get(source)
+        if old is not None and value >= old:
+            delta[f"prompt_tokens_by_source.{source}"] = value - old
+    return delta
