@@ -308,7 +308,11 @@ def _salted(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def _replay(
-    bodies: list[dict[str, Any]], offsets: list[float], options: EndpointOptions, progress: Progress
+    bodies: list[dict[str, Any]],
+    offsets: list[float],
+    options: EndpointOptions,
+    progress: Progress,
+    transport: Any = None,
 ) -> dict[str, Any]:
     import httpx
 
@@ -316,7 +320,9 @@ async def _replay(
     limits = httpx.Limits(max_connections=options.max_concurrency, max_keepalive_connections=None)
     timeout = httpx.Timeout(options.timeout_s, connect=min(options.timeout_s, 10.0), pool=None)
     found: dict[str, Any] = {"notes": []}
-    async with httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits) as client:
+    async with httpx.AsyncClient(
+        headers=headers, timeout=timeout, limits=limits, transport=transport
+    ) as client:
         before, note = (await _scrape(client, options)) if options.scrape_metrics else (None, None)
         kind = before.kind if before is not None else None
         found.update(kind=kind, metrics_note=note)
@@ -364,9 +370,12 @@ async def _replay(
     return found
 
 
-def replay_endpoint(trace: Trace, options: EndpointOptions) -> tuple[EndpointReport, Progress]:
+def replay_endpoint(
+    trace: Trace, options: EndpointOptions, transport: Any = None
+) -> tuple[EndpointReport, Progress]:
     """Replay `trace` against `options.url`; on Ctrl-C the passes run so far are reported
-    (the report's `interrupted` is true) and KeyboardInterrupt is not raised."""
+    (the report's `interrupted` is true) and KeyboardInterrupt is not raised. `transport`:
+    an httpx transport to use instead of the network."""
     trace = materialize(trace, options)
     bodies = request_bodies(trace, options)
     predicted = predict_cached_tokens(trace, options)
@@ -383,7 +392,7 @@ def replay_endpoint(trace: Trace, options: EndpointOptions) -> tuple[EndpointRep
     interrupted = False
     found: dict[str, Any] = {}
     try:
-        found = asyncio.run(_replay(bodies, offsets, options, progress))
+        found = asyncio.run(_replay(bodies, offsets, options, progress, transport))
     except KeyboardInterrupt:
         interrupted = True
     if not progress.passes:
