@@ -136,6 +136,7 @@ async def send_request(
         timing.retries = attempt
         try:
             await _stream(client, url, body, api, timing, sent)
+            timing.error = _scrub(timing.error, secret)  # a server may echo the key back
             return timing
         except (httpx.ConnectError, httpx.ConnectTimeout) as error:  # never reached the server
             timing.error = _scrub(f"{type(error).__name__}: {error}", secret)
