@@ -66,7 +66,7 @@ class FakeVllm:
 def test_a_server_that_reports_no_cached_tokens_gives_unknown_and_names_the_flag(tmp_path):
     fake = FakeVllm()
     options = EndpointOptions(url=URL, model="m", max_concurrency=1)
-    report, _ = replay_endpoint(token_trace(tmp_path), options, httpx.MockTransport(fake))
+    report = replay_endpoint(token_trace(tmp_path), options, httpx.MockTransport(fake))
     data = report.to_dict()
     assert data["completed"] == 4 and data["server_kind"] == "vllm"
     assert data["cached_tokens"] == [None] * 4 and data["total_cached_tokens"] is None
@@ -95,7 +95,7 @@ def test_sglang_reports_cached_tokens_in_its_own_fields(tmp_path):
         return httpx.Response(200, content=sse(done, b"[DONE]"))
 
     options = EndpointOptions(url=URL, model="m", max_concurrency=1)
-    report, _ = replay_endpoint(token_trace(tmp_path, 2), options, httpx.MockTransport(sglang))
+    report = replay_endpoint(token_trace(tmp_path, 2), options, httpx.MockTransport(sglang))
     data = report.to_dict()
     assert data["cached_tokens"] == [32, 32]
     assert data["cached_tokens_field"] == "sglext.cached_tokens_details"
@@ -171,7 +171,7 @@ def test_anthropic_streams_are_read_for_content_and_cache_fields(tmp_path, monke
     }
     path.write_bytes(orjson.dumps(line) + b"\n")
     options = EndpointOptions(url="https://api.test/v1", model="claude", api="anthropic")
-    report, _ = replay_endpoint(read_trace(path), options, httpx.MockTransport(anthropic))
+    report = replay_endpoint(read_trace(path), options, httpx.MockTransport(anthropic))
     data = report.to_dict()
     assert data["completed"] == 1, data["errors"]
     assert data["cached_tokens"] == [100] and data["input_lens"] == [115]
@@ -205,7 +205,7 @@ def test_failures_are_summarized_and_only_unsent_requests_are_retried(tmp_path, 
         return httpx.Response(200, content=sse(done, b"[DONE]"))
 
     options = EndpointOptions(url=URL, model="m", max_concurrency=1, retries=2)
-    report, _ = replay_endpoint(token_trace(tmp_path), options, httpx.MockTransport(flaky))
+    report = replay_endpoint(token_trace(tmp_path), options, httpx.MockTransport(flaky))
     data = report.to_dict()
     assert calls.count(0) == 2 and calls.count(1) == 1 and calls.count(2) == 1  # no re-POST
     assert data["completed"] == 2 and data["failed"] == 2 and data["retries"] == 1

@@ -187,47 +187,25 @@ def render(data: dict, format: str) -> None:
         warning(note)
 
 
-def run(
-    trace: str,
-    options,
-    trace_format: str,
-    strict: bool,
-    trace_block_size: int | None,
-    cache_salt: str | None,
-    date: str,
-    output: str | None,
-    format: str,
-) -> None:
-    """Read the trace, replay it against the server, show the report (also after Ctrl-C)."""
+def run(arguments, output: str | None, format: str) -> None:
+    """Replay against the server (`arguments.endpoint`), show the report, also after Ctrl-C."""
     from dataclasses import replace
 
     from pcache.cli.console import stderr, warning
-    from pcache.pipeline import Settings, validate_date
-    from pcache.replay.endpoint_driver import replay_endpoint, served_model
-    from pcache.traces.readers import read_trace
+    from pcache.replay.endpoint_driver import served_model
+    from pcache.replay.run import run_replay
 
-    settings = Settings(
-        tokenizer=options.tokenizer,
-        block_size=options.block_size,
-        hash_algo=options.hash_algo,
-        cache_salt=cache_salt,
-        date=validate_date(date),
-    )
-    records = read_trace(
-        trace,
-        trace_format=trace_format,
-        strict=strict,
-        settings=settings,
-        block_size=trace_block_size,
-    )
-    for message in records.skipped[:5]:
-        warning(f"skipped {message}")
+    options = arguments.endpoint
     if not options.model:
-        options = replace(options, model=served_model(options))
+        arguments = replace(arguments, endpoint=replace(options, model=served_model(options)))
     if format == "text" and stderr.is_terminal:
-        stderr.print(f"replaying {len(records.records)} requests against {options.base} ...")
-    report, _ = replay_endpoint(records, options)
-    data = report.to_dict()
+        stderr.print(f"replaying {arguments.trace} against {options.base} ...", markup=False)
+    result = run_replay(arguments)
+    for message in result.skipped[:5]:
+        warning(f"skipped {message}")
+    if len(result.skipped) > 5:
+        warning(f"... {len(result.skipped) - 5} more malformed lines skipped")
+    data = result.to_dict()
     if output is not None:
         write_per_request(output, data)
     render(data, format)

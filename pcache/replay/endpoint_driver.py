@@ -24,7 +24,8 @@ from typing import Any
 from pcache.errors import InputError, UsageError
 from pcache.replay.arrivals import arrival_offsets
 from pcache.replay.endpoint_client import APIS, ROUTES, RequestTiming, send_request
-from pcache.replay.endpoint_report import CacheComparison, EndpointReport, PassResult
+from pcache.replay.endpoint_report import CacheComparison, EndpointMeasurement, PassResult
+from pcache.replay.report import ReplayReport, distribution_of
 from pcache.replay.reported_cache import enable_hint
 from pcache.replay.server_metrics import MetricsSnapshot, metrics_delta, parse_metrics
 from pcache.traces.record import Trace, TraceRecord
@@ -51,6 +52,8 @@ class EndpointOptions:
     retries: int = 2
     ignore_eos: bool = False
     max_output_tokens: int | None = None
+    max_prompt_tokens: int | None = None
+    limit: int | None = None
     vocab_size: int = 512
     block_size: int = 16
     cache_blocks: int | None = None
@@ -107,14 +110,14 @@ def block_token_ids(seed: int, block_id: int, length: int, vocab_size: int) -> l
 
 
 def materialize(trace: Trace, options: EndpointOptions) -> Trace:
-    """The trace with token ids on every record (hash ids become seeded tokens per block)."""
-    if all(record.token_ids is not None for record in trace.records):
-        return trace
+    """The trace with token ids on every record (hash ids become seeded tokens per block),
+    cut to `limit` requests and `max_prompt_tokens` tokens a prompt."""
     block = trace.block_size or options.block_size
     records = []
-    for record in trace.records:
+    for record in trace.records[: options.limit]:
         if record.token_ids is not None:
-            records.append(record)
+            tokens = record.token_ids[: options.max_prompt_tokens]
+            records.append(replace(record, token_ids=tokens, input_length=len(tokens)))
             continue
         tokens: list[int] = []
         for block_id in record.hash_ids or ():
@@ -122,7 +125,9 @@ def materialize(trace: Trace, options: EndpointOptions) -> Trace:
         missing = record.input_length - len(tokens)
         if missing > 0:  # tokens the hash ids do not cover: unique to this request
             tokens += block_token_ids(options.seed + 1, record.index, missing, options.vocab_size)
-        tokens = tokens[: record.input_length] or tokens[:1]
+        tokens = tokens[
+            : min(record.input_length, options.max_prompt_tokens or record.input_length)
+        ]
         records.append(replace(record, token_ids=tokens, hash_ids=None, input_length=len(tokens)))
     return replace(trace, records=records, block_size=None)
 
@@ -188,9 +193,9 @@ def _message_body(
     return body
 
 
-def predict_cached_tokens(trace: Trace, options: EndpointOptions) -> list[int]:
-    """The simulator's cached tokens per request: vLLM pool, serial, from an empty cache."""
-    from pcache.cache.simulate import SimulationOptions, simulate
+def predict(trace: Trace, options: EndpointOptions) -> ReplayReport:
+    """The simulator's replay of the same tokens: vLLM pool, serial, from an empty cache."""
+    from pcache.replay.simulate import SimulationOptions, simulate
 
     simulation = SimulationOptions(
         policy="vllm",
@@ -199,8 +204,7 @@ def predict_cached_tokens(trace: Trace, options: EndpointOptions) -> list[int]:
         concurrency="serial",
         hash_algo=options.hash_algo,
     )
-    report = simulate(trace, simulation, keep_requests=True)
-    return [outcome.cached_tokens for outcome in report.per_request]
+    return simulate(trace, simulation, keep_requests=True)
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -370,15 +374,18 @@ async def _replay(
     return found
 
 
-def replay_endpoint(
-    trace: Trace, options: EndpointOptions, transport: Any = None
-) -> tuple[EndpointReport, Progress]:
-    """Replay `trace` against `options.url`; on Ctrl-C the passes run so far are reported
-    (the report's `interrupted` is true) and KeyboardInterrupt is not raised. `transport`:
-    an httpx transport to use instead of the network."""
+def replay_endpoint(trace: Trace, options: EndpointOptions, transport: Any = None) -> ReplayReport:
+    """Replay `trace` against `options.url`. The report's own fields are the simulator's
+    prediction for the trace (the server's pool cannot be observed); what the server did is
+    its `endpoint` measurement, and its `ttft_ms` are the measured TTFTs. On Ctrl-C the
+    passes run so far are reported (`interrupted` is true). `transport`: an httpx transport
+    to use instead of the network."""
     trace = materialize(trace, options)
+    if not trace.records:
+        raise InputError(trace.source, "no requests to replay")
     bodies = request_bodies(trace, options)
-    predicted = predict_cached_tokens(trace, options)
+    prediction = predict(trace, options)
+    predicted = [outcome.cached_tokens for outcome in prediction.per_request]
     offsets = arrival_offsets(
         [record.timestamp_ms for record in trace.records]
         if trace.has_timestamps
@@ -397,11 +404,22 @@ def replay_endpoint(
         interrupted = True
     if not progress.passes:
         raise KeyboardInterrupt
-    report = _report(trace, options, bodies, predicted, progress, found, interrupted)
-    return report, progress
+    measurement = _measurement(trace, options, bodies, predicted, progress, found, interrupted)
+    measured = [t.ttft_s * 1000 for t in measurement.measured.timings if t.ok and t.ttft_s]
+    off = found.get("comparison", (None,) * 6)[4]
+    off_ttfts = [t.ttft_s * 1000 for t in off.timings if t.ok and t.ttft_s] if off else []
+    return replace(
+        prediction,
+        mode="endpoint",
+        ttft_ms=distribution_of(measured) if measured else {},
+        ttft_uncached_ms=distribution_of(off_ttfts) if off_ttfts else {},
+        ttft_model=None,
+        endpoint=measurement,
+        per_request=[],
+    )
 
 
-def _report(
+def _measurement(
     trace: Trace,
     options: EndpointOptions,
     bodies: list[dict[str, Any]],
@@ -409,7 +427,7 @@ def _report(
     progress: Progress,
     found: dict[str, Any],
     interrupted: bool,
-) -> EndpointReport:
+) -> EndpointMeasurement:
     if interrupted:
         last = progress.passes[-1]
         last.interrupted = True
@@ -468,19 +486,16 @@ def _report(
             ratio,
         )
     notes = list(found.get("notes", []))
-    report = EndpointReport(
+    report = EndpointMeasurement(
         backend=options.backend,
         endpoint=options.base,
         model_id=options.model,
         server_kind=kind,
-        source=trace.source,
-        trace_format=trace.format,
         num_prompts=len(bodies),
         max_concurrency=options.max_concurrency,
         request_rate=options.rate,
         burstiness=options.burstiness,
         time_scale=options.time_scale,
-        block_size=options.block_size,
         measured=measured,
         input_lens=input_lens,
         predicted_cached_tokens=predicted,

@@ -100,21 +100,19 @@ class CacheComparison:
 
 
 @dataclass(slots=True)
-class EndpointReport:
-    """An endpoint replay: the measured pass, the prediction, the server's own counters."""
+class EndpointMeasurement:
+    """An endpoint replay: the measured pass, the prediction, the server's own counters (the
+    `endpoint` of a `ReplayReport`, whose own fields hold the simulator's figures)."""
 
     backend: str
     endpoint: str
     model_id: str
     server_kind: str | None
-    source: str
-    trace_format: str
     num_prompts: int
     max_concurrency: int | None
     request_rate: float | None
     burstiness: float
     time_scale: float
-    block_size: int
     measured: PassResult
     input_lens: list[int]
     """Prompt tokens per request: the server's usage when reported, else pcache's count."""
@@ -155,8 +153,6 @@ class EndpointReport:
             "endpoint": self.endpoint,
             "model_id": self.model_id,
             "server_kind": self.server_kind,
-            "source": self.source,
-            "trace_format": self.trace_format,
             "num_prompts": self.num_prompts,
             "completed": len(done),
             "failed": self.num_prompts - len(done),
@@ -184,7 +180,6 @@ class EndpointReport:
             "errors": [t.error for t in measured.timings],
             "retries": sum(t.retries for t in measured.timings),
             "failures": asdict(measured.failures()),
-            "block_size": self.block_size,
             "cached_tokens": cached,
             "cached_tokens_field": self.cached_tokens_field,
             "cached_tokens_hint": self.cached_tokens_hint,
