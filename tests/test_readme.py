@@ -18,6 +18,12 @@ COMMANDS = sorted(
         if part.strip().startswith("pcache ")
     }
 )
+# `pcache serve` and `--endpoint` commands need a running server: they run in
+# tests/test_replay_endpoint.py::test_readme_serving_commands, against one
+SERVING = [
+    command for command in COMMANDS if command.startswith("pcache serve") or "--endpoint" in command
+]
+COMMANDS = [command for command in COMMANDS if command not in SERVING]
 FINDINGS_EXIT = {"diff": {1}, "lint": {1}}
 
 

@@ -145,3 +145,25 @@ def test_ctrl_c_prints_what_was_measured(tmp_path, url):
     done = int(text.split(" of 40 requests completed")[0].rsplit(maxsplit=1)[-1])
     assert 0 < done < 40
     assert b"Traceback" not in stderr
+
+
+def test_readme_serving_commands(tmp_path):
+    import shlex
+
+    from tests.conftest import run_pcache
+    from tests.test_readme import SERVING
+
+    serve = [command for command in SERVING if command.startswith("pcache serve")]
+    replays = [command for command in SERVING if command not in serve]
+    assert len(serve) == 1 and replays
+    arguments = shlex.split(serve[0].removesuffix("&"))[2:]
+    port = arguments.index("--port")
+    readme_url = f"http://127.0.0.1:{arguments[port + 1]}"
+    del arguments[port : port + 2]
+    with serve_process(*arguments) as url:
+        for command in replays:
+            words = shlex.split(command.replace(readme_url, url))[1:]
+            words = [str(tmp_path / w.removeprefix("$TMP/")) if "$TMP/" in w else w for w in words]
+            result = run_pcache(*words, timeout=120)
+            assert result.returncode == 0, (command, result.stderr.decode()[-2000:])
+            assert b"Traceback" not in result.stderr
