@@ -95,3 +95,36 @@ def metric(text: str, name: str, **labels: str) -> float:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 return sample.value
     return 0.0
+
+
+def write_random_checkpoint(preset: str, directory: Path, **overrides) -> None:
+    """config.json + model.safetensors of a preset's shape (seeded random weights), written
+    from the engine's own model with Hugging Face's weight names (no transformers import)."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from pcache.engine.loader import _shard_sizes, build_model, random_init
+    from pcache.engine.model_config import model_config_from_dict
+    from pcache.engine.models.decoder import PACKED_MODULES
+    from pcache.models import preset_config
+
+    data = {**preset_config(preset), **overrides}
+    (directory / "config.json").write_text(json.dumps(data))
+    config = model_config_from_dict(data, "test")
+    model = build_model(config, torch.float32, torch.device("cpu"), 256)
+    random_init(model, seed=0)
+    unpacked = {packed: [] for packed, _ in PACKED_MODULES.values()}
+    for short, (packed, shard) in PACKED_MODULES.items():
+        unpacked[packed].append((shard, short))
+    tensors = {}
+    for name, parameter in model.named_parameters():
+        packed = next((p for p in unpacked if f".{p}." in name), None)
+        if packed is None:
+            tensors[name] = parameter.detach().clone()
+            continue
+        pieces = parameter.detach().split(_shard_sizes(model, name, parameter))
+        for shard, short in unpacked[packed]:
+            tensors[name.replace(f".{packed}.", f".{short}.")] = pieces[shard].clone()
+    save_file(tensors, str(directory / "model.safetensors"))

@@ -222,3 +222,48 @@ def test_200_concurrent_streams_all_complete_with_bounded_memory():
         assert metric(text, "pcache:request_success_total", finished_reason="length") == 400
         assert not server.engine.sequences and not server.engine_loop._streams
         assert _resident_kib() - peak_after_first < 64 * 1024  # a second wave keeps no state
+
+
+def test_chat_is_rendered_with_the_model_directorys_own_template(tmp_path):
+    import shutil
+
+    from pcache.prompt.hf_template import load_hf_renderer
+    from pcache.prompt.render import render
+    from pcache.prompt.request import request_from_document
+    from tests.fixtures import hf_model_dir
+    from tests.serve_helpers import write_random_checkpoint
+
+    source = hf_model_dir("qwen3")  # pcache renders it as transformers does (test_hf_template)
+    write_random_checkpoint("tiny-qwen3", tmp_path, vocab_size=151936)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(source / name, tmp_path / name)
+    tool = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+    body = {
+        "messages": [{"role": "user", "content": "Add 2 and 3."}],
+        "tools": [tool],
+    }
+    renderer = load_hf_renderer(str(source))
+    expected = render(request_from_document(body, "test"), renderer).token_ids
+    assert "<tools>" in renderer.decode(list(expected))  # Qwen3's template, not ChatML's
+    with served(model=str(tmp_path), served_model_name="qwen3-tiny") as (url, server):
+        assert server.codec.chat_template == "model"
+        request = {"model": "qwen3-tiny", **body, "max_tokens": 2}
+        response = httpx.post(f"{url}/v1/chat/completions", json=request, timeout=30)
+        assert response.status_code == 200, response.text
+        assert response.json()["usage"]["prompt_tokens"] == len(expected)
+        assert server.codec.render_chat(body["messages"], body["tools"]) == list(expected)
+
+
+def test_an_engine_failure_fails_its_requests_and_the_server_says_so():
+    with served() as (url, server):
+
+        def broken_step():
+            raise RuntimeError("simulated fault")
+
+        server.engine.step = broken_step
+        response = completion(url, prompt="x", max_tokens=2)
+        assert response.status_code == 500
+        assert "simulated fault" in response.json()["error"]["message"]
+        health = httpx.get(f"{url}/health")
+        assert health.status_code == 503 and "simulated fault" in health.text
+        assert completion(url, prompt="y").status_code == 503
