@@ -162,9 +162,10 @@ def render(data: dict, format: str) -> None:
         delta, client = metrics["delta"], metrics["client"]
         parts = [f"{key} +{value:,.0f}" for key, value in sorted(delta.items())]
         stdout.print(f"server /metrics: {', '.join(parts) or 'no known counters'}")
+        cached = client["cached_tokens"]
         stdout.print(
             f"  client totals: prompt_tokens {client['prompt_tokens']:,}, cached_tokens"
-            f" {client['cached_tokens'] if client['cached_tokens'] is not None else 'unknown'}"
+            f" {'unknown' if cached is None else f'{cached:,}'}"
         )
     elif data["server_metrics_note"]:
         stdout.print(f"server /metrics: {escape(data['server_metrics_note'])}", style="dim")

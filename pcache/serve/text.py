@@ -84,13 +84,16 @@ class TextCodec:
 
 
 class Detokenizer:
-    """The text of a growing list of token ids, handed out as deltas; a trailing partial
-    character (U+FFFD) is held back until the token that completes it arrives."""
+    """The text of a growing list of token ids, handed out as deltas. Each step decodes a
+    short window (the tokens of the last emitted delta, for context, and those after them),
+    so a long answer costs linear time; a trailing partial character (U+FFFD) is held back
+    until the token that completes it arrives."""
 
     def __init__(self, codec: TextCodec) -> None:
         self.codec = codec
         self.token_ids: list[int] = []
-        self.sent = 0
+        self.prefix_offset = 0  # the window's start (context, already emitted)
+        self.read_offset = 0  # the tokens before this are emitted
 
     def push(self, token_id: int, final: bool = False) -> str:
         self.token_ids.append(token_id)
@@ -100,14 +103,14 @@ class Detokenizer:
         return self._delta(hold_back=False)
 
     def _delta(self, hold_back: bool) -> str:
-        text = self.codec.decode(self.token_ids)
-        end = len(text)
-        if hold_back:
-            while end > self.sent and text[end - 1] == "\ufffd":
-                end -= 1
-        delta = text[self.sent : end]
-        self.sent = max(self.sent, end)
-        return delta
+        decode = self.codec.decode
+        emitted = decode(self.token_ids[self.prefix_offset : self.read_offset])
+        text = decode(self.token_ids[self.prefix_offset :])
+        if len(text) <= len(emitted) or (hold_back and text.endswith("\ufffd")):
+            return ""
+        self.prefix_offset = self.read_offset
+        self.read_offset = len(self.token_ids)
+        return text[len(emitted) :]
 
 
 class ByteDetokenizer:
