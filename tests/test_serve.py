@@ -227,9 +227,14 @@ def test_200_concurrent_streams_all_complete_with_bounded_memory():
 def test_chat_is_rendered_with_the_model_directorys_own_template(tmp_path):
     import shutil
 
+    import orjson
+
+    from pcache.pipeline import Settings
     from pcache.prompt.hf_template import load_hf_renderer
     from pcache.prompt.render import render
     from pcache.prompt.request import request_from_document
+    from pcache.replay.endpoint_driver import EndpointOptions, replay_endpoint
+    from pcache.traces.readers import read_trace
     from tests.fixtures import hf_model_dir
     from tests.serve_helpers import write_random_checkpoint
 
@@ -252,6 +257,23 @@ def test_chat_is_rendered_with_the_model_directorys_own_template(tmp_path):
         assert response.status_code == 200, response.text
         assert response.json()["usage"]["prompt_tokens"] == len(expected)
         assert server.codec.render_chat(body["messages"], body["tools"]) == list(expected)
+        # a chat trace replayed through --api chat: the prediction renders as the server does
+        trace_path = tmp_path / "chat.jsonl"
+        system = {"role": "system", "content": "You answer in one word. " * 30}
+        lines = [
+            {"messages": [system, {"role": "user", "content": f"Question {i}?"}], "tools": [tool]}
+            for i in range(4)
+        ]
+        trace_path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        trace = read_trace(trace_path, settings=Settings(tokenizer=str(tmp_path)))
+        options = EndpointOptions(
+            url=f"{url}/v1", model="qwen3-tiny", api="chat", max_concurrency=1,
+            tokenizer=str(tmp_path), max_output_tokens=2,
+        )  # fmt: skip
+        data = replay_endpoint(trace, options).to_dict()
+        assert data["completed"] == 4
+        assert data["cached_tokens"] == data["predicted_cached_tokens"]
+        assert data["cached_tokens"][0] == 0 and min(data["cached_tokens"][1:]) > 0
 
 
 def test_an_engine_failure_fails_its_requests_and_the_server_says_so():
