@@ -203,7 +203,7 @@ def replay_command(
         )
     if endpoint is not None:
         from pcache.replay.arguments import ReplayArguments
-        from pcache.replay.endpoint_driver import EndpointOptions
+        from pcache.replay.endpoint_options import EndpointOptions
 
         for name, value in (
             ("--capacity-sweep", capacity_sweep),

@@ -1,11 +1,10 @@
 """`pcache replay --endpoint URL`: replay a trace against a live OpenAI-compatible server.
 
-What is sent: `completions` (default) sends each request's token ids as the `prompt` of
-`/v1/completions` (vLLM, SGLang and pcache serve accept token ids), so the server sees
-exactly the tokens the simulator hashes; hash-id traces (Mooncake, Bailian) get seeded
-token ids per block id, below `vocab_size`. `chat` sends a request trace's own messages to
-`/v1/chat/completions` and `anthropic` to `/v1/messages`; the server renders them, and the
-prediction assumes it renders them as pcache's `--tokenizer` does.
+What is sent is `pcache.replay.endpoint_requests`'s; how one request is timed,
+`pcache.replay.endpoint_client`'s; the report, `pcache.replay.endpoint_report`'s.
+Passes: one measured pass, or with `compare_cache` two (cache off by a `cache_salt` per
+request on vLLM and pcache serve, else cold against warm), each between two `/metrics`
+scrapes; every request is sent at its arrival offset, at most `max_concurrency` at a time.
 
 The prediction is the simulator's (vLLM block pool, `block_size`, `cache_blocks`, serial,
 from an empty cache) over the same token ids: for a serial replay on a server whose cache
@@ -15,79 +14,24 @@ starts empty, a server that caches as vLLM does reports exactly the predicted to
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pcache.errors import InputError, UsageError
+from pcache.errors import InputError
 from pcache.replay.arrivals import arrival_offsets
-from pcache.replay.endpoint_client import APIS, ROUTES, RequestTiming, send_request
+from pcache.replay.endpoint_client import ROUTES, RequestTiming, send_request
+from pcache.replay.endpoint_options import EndpointOptions
 from pcache.replay.endpoint_report import CacheComparison, EndpointMeasurement, PassResult
+from pcache.replay.endpoint_requests import materialize, request_bodies
+from pcache.replay.endpoint_server import headers_for, reset_cache, scrape, served_model
 from pcache.replay.report import ReplayReport, distribution_of
 from pcache.replay.reported_cache import enable_hint
-from pcache.replay.server_metrics import MetricsSnapshot, metrics_delta, parse_metrics
-from pcache.traces.record import Trace, TraceRecord
+from pcache.replay.server_metrics import metrics_delta
+from pcache.traces.record import Trace
 
-DEFAULT_OUTPUT_TOKENS = 16
-RESET_ROUTES = {"sglang": ("/flush_cache",), None: ("/reset_prefix_cache", "/flush_cache")}
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointOptions:
-    """How to replay against a server (the trace itself is read by the caller)."""
-
-    url: str
-    model: str
-    api: str = "completions"
-    max_concurrency: int | None = None
-    rate: float | None = None
-    burstiness: float = 1.0
-    time_scale: float = 1.0
-    compare_cache: bool = False
-    reset_cache: bool = False
-    api_key_env: str | None = None
-    timeout_s: float = 300.0
-    retries: int = 2
-    ignore_eos: bool = False
-    max_output_tokens: int | None = None
-    max_prompt_tokens: int | None = None
-    limit: int | None = None
-    vocab_size: int = 512
-    block_size: int = 16
-    cache_blocks: int | None = None
-    hash_algo: str = "pcache"
-    tokenizer: str = "gpt-oss"
-    seed: int = 0
-    scrape_metrics: bool = True
-
-    def __post_init__(self) -> None:
-        if self.api not in APIS:
-            raise UsageError(f"--api must be one of {', '.join(APIS)}, got {self.api!r}")
-        if not self.url.startswith(("http://", "https://")):
-            raise UsageError(f"--endpoint must be an http:// or https:// URL, got {self.url!r}")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise UsageError("--max-concurrency must be at least 1")
-        if not self.timeout_s > 0:
-            raise UsageError("--timeout must be positive")
-        if self.retries < 0:
-            raise UsageError("--retries must be zero or more")
-        if self.vocab_size < 2:
-            raise UsageError("--vocab-size must be at least 2")
-
-    @property
-    def base(self) -> str:
-        return self.url.rstrip("/")
-
-    @property
-    def root(self) -> str:
-        """The server's root (for /metrics and cache resets): the URL without its /v1."""
-        return self.base.removesuffix("/v1")
-
-    @property
-    def backend(self) -> str:
-        return {"completions": "openai", "chat": "openai-chat", "anthropic": "anthropic"}[self.api]
+__all__ = ["EndpointOptions", "replay_endpoint", "served_model"]
 
 
 @dataclass(slots=True)
@@ -96,101 +40,6 @@ class Progress:
 
     passes: list[PassResult] = field(default_factory=list)
     started: float | None = None
-
-
-# -- prompts ---------------------------------------------------------------------------------
-
-
-def block_token_ids(seed: int, block_id: int, length: int, vocab_size: int) -> list[int]:
-    """The tokens standing for one hash id: equal ids give equal tokens, whatever the request."""
-    import numpy as np
-
-    rng = np.random.default_rng([seed, block_id & ((1 << 63) - 1), int(block_id < 0)])
-    return rng.integers(0, vocab_size, size=length).tolist()
-
-
-def materialize(trace: Trace, options: EndpointOptions) -> Trace:
-    """The trace with token ids on every record (hash ids become seeded tokens per block),
-    cut to `limit` requests and `max_prompt_tokens` tokens a prompt."""
-    block = trace.block_size or options.block_size
-    records = []
-    for record in trace.records[: options.limit]:
-        if record.token_ids is not None:
-            tokens = record.token_ids[: options.max_prompt_tokens]
-            records.append(replace(record, token_ids=tokens, input_length=len(tokens)))
-            continue
-        tokens: list[int] = []
-        for block_id in record.hash_ids or ():
-            tokens += block_token_ids(options.seed, block_id, block, options.vocab_size)
-        missing = record.input_length - len(tokens)
-        if missing > 0:  # tokens the hash ids do not cover: unique to this request
-            tokens += block_token_ids(options.seed + 1, record.index, missing, options.vocab_size)
-        tokens = tokens[
-            : min(record.input_length, options.max_prompt_tokens or record.input_length)
-        ]
-        records.append(replace(record, token_ids=tokens, hash_ids=None, input_length=len(tokens)))
-    return replace(trace, records=records, block_size=None)
-
-
-def _documents(trace: Trace) -> dict[int | None, Any]:
-    from pcache.prompt.loading import iter_values
-
-    return {
-        entry[0]: entry[1]
-        for entry in iter_values(trace.source, skip_errors=True)
-        if isinstance(entry, tuple)
-    }
-
-
-def request_bodies(trace: Trace, options: EndpointOptions) -> list[dict[str, Any]]:
-    """One streamed request body per record."""
-    bodies = []
-    documents = _documents(trace) if options.api != "completions" else {}
-    for record in trace.records:
-        output = options.max_output_tokens or record.output_length or DEFAULT_OUTPUT_TOKENS
-        if options.max_output_tokens and record.output_length:
-            output = min(output, record.output_length)
-        if options.api == "completions":
-            body: dict[str, Any] = {
-                "model": options.model,
-                "prompt": record.token_ids,
-                "max_tokens": output,
-                "temperature": 0,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
-            if record.cache_salt:
-                body["cache_salt"] = record.cache_salt
-        else:
-            body = _message_body(trace, record, documents, options, output)
-        if options.ignore_eos:
-            body["ignore_eos"] = True
-        bodies.append(body)
-    return bodies
-
-
-def _message_body(
-    trace: Trace, record: TraceRecord, documents: dict, options: EndpointOptions, output: int
-) -> dict[str, Any]:
-    from pcache.prompt.request import SIDECAR_KEYS, request_from_document
-
-    if trace.format != "requests" or record.line not in documents:
-        raise UsageError(
-            f"--api {options.api} replays request traces (messages), not {trace.format}"
-        )
-    request = request_from_document(documents[record.line], trace.source, record.line)
-    if not request.messages:
-        raise InputError(trace.source, f"--api {options.api} needs `messages`", record.line)
-    body = {key: value for key, value in request.raw.items() if key not in SIDECAR_KEYS}
-    body["model"] = options.model
-    body["stream"] = True
-    if options.api == "anthropic":
-        body["max_tokens"] = output
-    else:
-        body.pop("max_tokens", None)
-        body["max_completion_tokens"] = output
-        body["stream_options"] = {"include_usage": True}
-    return body
 
 
 def predict(trace: Trace, options: EndpointOptions) -> ReplayReport:
@@ -208,59 +57,6 @@ def predict(trace: Trace, options: EndpointOptions) -> ReplayReport:
 
 
 # -- the server ------------------------------------------------------------------------------
-
-
-def _headers(options: EndpointOptions) -> tuple[dict[str, str], str | None]:
-    """Request headers and the secret they carry (never printed: errors are scrubbed of it)."""
-    variable = options.api_key_env or (
-        "ANTHROPIC_API_KEY" if options.api == "anthropic" else "OPENAI_API_KEY"
-    )
-    secret = os.environ.get(variable) or None
-    headers = {"content-type": "application/json"}
-    if options.api == "anthropic":
-        headers["anthropic-version"] = "2023-06-01"
-        if secret:
-            headers["x-api-key"] = secret
-    elif secret:
-        headers["authorization"] = f"Bearer {secret}"
-    return headers, secret
-
-
-async def _scrape(
-    client: Any, options: EndpointOptions
-) -> tuple[MetricsSnapshot | None, str | None]:
-    import httpx
-
-    url = f"{options.root}/metrics"
-    for attempt in range(options.retries + 1):  # a GET: safe to repeat
-        try:
-            response = await client.get(url, timeout=10)
-        except httpx.HTTPError as error:
-            if attempt == options.retries:
-                return None, f"{url} unreachable ({type(error).__name__})"
-            await asyncio.sleep(0.2 * (attempt + 1))
-            continue
-        if response.status_code != 200:
-            return None, f"{url} answered HTTP {response.status_code}"
-        try:
-            return parse_metrics(response.text), None
-        except ValueError as error:
-            return None, f"{url} is not Prometheus text ({error})"
-    return None, f"{url} unreachable"
-
-
-async def _reset(client: Any, options: EndpointOptions, kind: str | None) -> str | None:
-    """Reset the server's prefix cache; the route that worked, or None."""
-    import httpx
-
-    for route in RESET_ROUTES.get(kind, RESET_ROUTES[None]):
-        try:
-            response = await client.post(f"{options.root}{route}", timeout=30)
-        except httpx.HTTPError:
-            continue
-        if response.status_code == 200:
-            return route
-    return None
 
 
 async def _run_pass(
@@ -320,21 +116,21 @@ async def _replay(
 ) -> dict[str, Any]:
     import httpx
 
-    headers, secret = _headers(options)
+    headers, secret = headers_for(options)
     limits = httpx.Limits(max_connections=options.max_concurrency, max_keepalive_connections=None)
     timeout = httpx.Timeout(options.timeout_s, connect=min(options.timeout_s, 10.0), pool=None)
     found: dict[str, Any] = {"notes": []}
     async with httpx.AsyncClient(
         headers=headers, timeout=timeout, limits=limits, transport=transport
     ) as client:
-        before, note = (await _scrape(client, options)) if options.scrape_metrics else (None, None)
+        before, note = (await scrape(client, options)) if options.scrape_metrics else (None, None)
         kind = before.kind if before is not None else None
         found.update(kind=kind, metrics_note=note)
 
         async def measured_pass(label: str, pass_bodies: list[dict[str, Any]]) -> PassResult:
-            start, _ = (await _scrape(client, options)) if before is not None else (None, None)
+            start, _ = (await scrape(client, options)) if before is not None else (None, None)
             result = await _run_pass(label, pass_bodies, offsets, options, client, secret, progress)
-            end, _ = (await _scrape(client, options)) if start is not None else (None, None)
+            end, _ = (await scrape(client, options)) if start is not None else (None, None)
             if start is not None and end is not None:
                 result.metrics_delta = metrics_delta(start, end)
                 found.setdefault("snapshots", {})[label] = (start, end)
@@ -342,7 +138,7 @@ async def _replay(
 
         reset = None
         if options.reset_cache or options.compare_cache:
-            reset = await _reset(client, options, kind)
+            reset = await reset_cache(client, options, kind)
             if reset is None:
                 found["notes"].append("the server has no prefix-cache reset route; not reset")
         if not options.compare_cache:
@@ -352,7 +148,7 @@ async def _replay(
         if salted:
             off = await measured_pass("cache_off", _salted(bodies))
             if reset is not None:
-                await _reset(client, options, kind)
+                await reset_cache(client, options, kind)
             on = await measured_pass("cache_on", bodies)
             found["measured"], order = on, ["cache_off", "cache_on"]
             note = (
@@ -513,23 +309,3 @@ def _measurement(
             " prefixes the prediction, which starts from an empty cache, does not"
         )
     return report
-
-
-def served_model(options: EndpointOptions) -> str:
-    """The one model a server lists at /v1/models (when --model was not given)."""
-    import httpx
-
-    headers, secret = _headers(options)
-    try:
-        response = httpx.get(f"{options.base}/models", headers=headers, timeout=10)
-        names = [card["id"] for card in response.json()["data"]]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
-        message = f"{type(error).__name__}: {error}".replace(secret or "\0", "***")
-        raise UsageError(
-            f"--model not given and {options.base}/models did not list one ({message})"
-        ) from None
-    if len(names) != 1:
-        raise UsageError(
-            f"--model not given; {options.base}/models lists {len(names)}: {', '.join(names[:5])}"
-        )
-    return names[0]

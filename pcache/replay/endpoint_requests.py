@@ -1,0 +1,111 @@
+"""What `replay --endpoint` sends: one streamed request body per trace record.
+
+`completions` sends the record's token ids as the `prompt` of `/v1/completions` (vLLM,
+SGLang and pcache serve accept token ids), so the server sees exactly the tokens the
+simulator hashes; hash-id records (Mooncake, Bailian) get seeded tokens per block id, below
+`vocab_size`. `chat` and `anthropic` send a request trace's own messages (its body, less
+pcache's sidecar keys), with the model, streaming and the output length set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from pcache.errors import InputError, UsageError
+from pcache.replay.endpoint_options import EndpointOptions
+from pcache.traces.record import Trace, TraceRecord
+
+DEFAULT_OUTPUT_TOKENS = 16
+
+
+def block_token_ids(seed: int, block_id: int, length: int, vocab_size: int) -> list[int]:
+    """The tokens standing for one hash id: equal ids give equal tokens, whatever the request."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, block_id & ((1 << 63) - 1), int(block_id < 0)])
+    return rng.integers(0, vocab_size, size=length).tolist()
+
+
+def materialize(trace: Trace, options: EndpointOptions) -> Trace:
+    """The trace with token ids on every record (hash ids become seeded tokens per block),
+    cut to `limit` requests and `max_prompt_tokens` tokens a prompt."""
+    block = trace.block_size or options.block_size
+    records = []
+    for record in trace.records[: options.limit]:
+        if record.token_ids is not None:
+            tokens = record.token_ids[: options.max_prompt_tokens]
+            records.append(replace(record, token_ids=tokens, input_length=len(tokens)))
+            continue
+        tokens: list[int] = []
+        for block_id in record.hash_ids or ():
+            tokens += block_token_ids(options.seed, block_id, block, options.vocab_size)
+        missing = record.input_length - len(tokens)
+        if missing > 0:  # tokens the hash ids do not cover: unique to this request
+            tokens += block_token_ids(options.seed + 1, record.index, missing, options.vocab_size)
+        tokens = tokens[
+            : min(record.input_length, options.max_prompt_tokens or record.input_length)
+        ]
+        records.append(replace(record, token_ids=tokens, hash_ids=None, input_length=len(tokens)))
+    return replace(trace, records=records, block_size=None)
+
+
+def _documents(trace: Trace) -> dict[int | None, Any]:
+    from pcache.prompt.loading import iter_values
+
+    return {
+        entry[0]: entry[1]
+        for entry in iter_values(trace.source, skip_errors=True)
+        if isinstance(entry, tuple)
+    }
+
+
+def request_bodies(trace: Trace, options: EndpointOptions) -> list[dict[str, Any]]:
+    """One streamed request body per record."""
+    bodies = []
+    documents = _documents(trace) if options.api != "completions" else {}
+    for record in trace.records:
+        output = options.max_output_tokens or record.output_length or DEFAULT_OUTPUT_TOKENS
+        if options.max_output_tokens and record.output_length:
+            output = min(output, record.output_length)
+        if options.api == "completions":
+            body: dict[str, Any] = {
+                "model": options.model,
+                "prompt": record.token_ids,
+                "max_tokens": output,
+                "temperature": 0,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            if record.cache_salt:
+                body["cache_salt"] = record.cache_salt
+        else:
+            body = _message_body(trace, record, documents, options, output)
+        if options.ignore_eos:
+            body["ignore_eos"] = True
+        bodies.append(body)
+    return bodies
+
+
+def _message_body(
+    trace: Trace, record: TraceRecord, documents: dict, options: EndpointOptions, output: int
+) -> dict[str, Any]:
+    from pcache.prompt.request import SIDECAR_KEYS, request_from_document
+
+    if trace.format != "requests" or record.line not in documents:
+        raise UsageError(
+            f"--api {options.api} replays request traces (messages), not {trace.format}"
+        )
+    request = request_from_document(documents[record.line], trace.source, record.line)
+    if not request.messages:
+        raise InputError(trace.source, f"--api {options.api} needs `messages`", record.line)
+    body = {key: value for key, value in request.raw.items() if key not in SIDECAR_KEYS}
+    body["model"] = options.model
+    body["stream"] = True
+    if options.api == "anthropic":
+        body["max_tokens"] = output
+    else:
+        body.pop("max_tokens", None)
+        body["max_completion_tokens"] = output
+        body["stream_options"] = {"include_usage": True}
+    return body
