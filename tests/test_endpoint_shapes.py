@@ -241,3 +241,21 @@ def test_arrival_offsets_never_go_backwards(stamps, burstiness, rate):
     offsets = arrival_offsets(stamps, rate=rate, burstiness=burstiness, seed=3)
     assert len(offsets) == len(stamps) and offsets[0] == 0.0
     assert all(b >= a for a, b in itertools.pairwise(offsets))
+
+
+def test_an_unreachable_server_is_a_summary_and_exit_1_not_a_traceback(tmp_path, cli):
+    import socket
+
+    trace = token_trace(tmp_path, 3)
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    result = cli("replay", trace.source, "--endpoint", url, "--model", "m", "--retries", "1")
+    assert result.exit_code == 1, result.output
+    assert "0 of 3 requests completed" in result.stdout
+    assert "no request completed" in result.stdout
+    assert "3 requests failed (none: 3); first: ConnectError" in result.stderr
+    assert "Traceback" not in result.output
+    missing = cli("replay", trace.source, "--endpoint", url)
+    assert missing.exit_code == 2 and "--model not given" in missing.stderr

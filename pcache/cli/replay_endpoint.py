@@ -140,9 +140,10 @@ def render(data: dict, format: str) -> None:
     )
     predicted = data["total_predicted_cached_tokens"]
     if data["total_cached_tokens"] is None:
+        why = "no request completed" if not done else "not reported by the server"
         stdout.print(
-            f"cached tokens: not reported by the server; predicted {predicted:,}"
-            f" of {data['total_input_tokens']:,}"
+            f"cached tokens: {why}; predicted {predicted:,}"
+            f" of {sum(data['input_lens']):,} prompt tokens"
         )
         if data["cached_tokens_hint"]:
             warning(f"the server reports no cached tokens: {data['cached_tokens_hint']}")
@@ -212,3 +213,5 @@ def run(arguments, output: str | None, format: str) -> None:
     render(data, format)
     if data["interrupted"]:
         raise typer.Exit(130)
+    if data["num_prompts"] and not data["completed"]:
+        raise typer.Exit(1)  # nothing was measured
