@@ -289,3 +289,28 @@ def test_an_engine_failure_fails_its_requests_and_the_server_says_so():
         health = httpx.get(f"{url}/health")
         assert health.status_code == 503 and "simulated fault" in health.text
         assert completion(url, prompt="y").status_code == 503
+
+
+def test_a_request_joins_the_running_batch_instead_of_waiting_for_it():
+    async def main(url: str) -> tuple[int, float, int]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            long_body = {"prompt": PROMPT, "max_tokens": 400, "ignore_eos": True, "stream": True}
+            async with client.stream("POST", "/v1/completions", json=long_body) as response:
+                lines = response.aiter_lines()
+                async for line in lines:  # the long request is decoding
+                    if line.startswith("data: "):
+                        break
+                short = await client.post(
+                    "/v1/completions", json={"prompt": [5, 6, 7], "max_tokens": 2}
+                )
+                page = (await client.get("/metrics")).text
+                running = metric(page, "pcache:num_requests_running")
+                chunks = 1
+                async for line in lines:
+                    chunks += line.startswith("data: {")
+                return short.status_code, running, chunks
+
+    with served() as (url, _):
+        status, running_after_short, chunks = asyncio.run(main(url))
+    assert status == 200 and chunks == 400
+    assert running_after_short == 1  # the short one finished while the long one still ran
