@@ -314,3 +314,18 @@ def test_a_request_joins_the_running_batch_instead_of_waiting_for_it():
         status, running_after_short, chunks = asyncio.run(main(url))
     assert status == 200 and chunks == 400
     assert running_after_short == 1  # the short one finished while the long one still ran
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (("--model", "no-such-model"), "not a model directory nor a preset"),
+        (("--model", "tiny", "--block-size", "3"), "--block-size must be a power of two"),
+        (("--model", "tiny", "--engine", "tpu"), "--engine must be cpu or gpu"),
+        (("--model", "tiny", "--host", "203.0.113.1", "--port", "0"), "cannot listen on"),
+    ],
+)
+def test_serve_refuses_bad_options_in_one_line(cli, arguments, message):
+    result = cli("serve", *arguments)
+    assert result.exit_code == 2 and message in result.stderr, result.output
+    assert result.stderr.count("\n") == 1

@@ -19,6 +19,13 @@ import numpy as np
 from pcache.replay.endpoint_client import RequestTiming
 
 PERCENTILES = (50, 90, 95, 99)
+PREDICTED_FIELDS = (
+    "the report's cache statistics (hit_tokens, token_hit_rate, request_hit_rate,"
+    " evicted_blocks, peak_used_blocks, prefill_tokens_saved, ...) are the simulator's"
+    " prediction for this trace; what the server reported is in cached_tokens,"
+    " total_cached_tokens and server_metrics; ttft_ms is the measured TTFT (nearest-rank"
+    " percentiles), the *_ms keys use numpy's linear percentiles as vllm bench serve does"
+)
 METRICS = ("ttft", "first_chunk", "tpot", "itl", "e2el")
 
 
@@ -187,6 +194,7 @@ class EndpointMeasurement:
             "predicted_cached_tokens": self.predicted_cached_tokens,
             "total_predicted_cached_tokens": sum(self.predicted_cached_tokens),
             "prediction_assumptions": self.prediction_assumptions,
+            "predicted_fields": PREDICTED_FIELDS,
             "cached_tokens_match": (not self.mismatched_requests()) if known else None,
             "mismatched_requests": self.mismatched_requests(),
             "server_metrics": self.server_metrics,
