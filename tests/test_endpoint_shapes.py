@@ -259,3 +259,35 @@ def test_an_unreachable_server_is_a_summary_and_exit_1_not_a_traceback(tmp_path,
     assert "Traceback" not in result.output
     missing = cli("replay", trace.source, "--endpoint", url)
     assert missing.exit_code == 2 and "--model not given" in missing.stderr
+
+
+def test_compare_cache_without_a_way_to_turn_the_cache_off_is_cold_against_warm(tmp_path):
+    routes: list[str] = []
+
+    def server(kind: str):
+        def handle(request: httpx.Request) -> httpx.Response:
+            routes.append(request.url.path)
+            if request.url.path == "/metrics":
+                name = "sglang:cached_tokens" if kind == "sglang" else "vllm:prefix_cache_hits"
+                return httpx.Response(200, text=f"# TYPE {name} counter\n{name}_total 0.0\n")
+            if request.url.path in ("/flush_cache", "/reset_prefix_cache"):
+                return httpx.Response(200)
+            body = orjson.loads(request.content)
+            if "cache_salt" in body:
+                return httpx.Response(400, json={"error": {"message": "cache_salt unknown"}})
+            done = {"choices": [{"index": 0, "text": "x", "finish_reason": "length"}]}
+            return httpx.Response(200, content=sse(done, b"[DONE]"))
+
+        return httpx.MockTransport(handle)
+
+    options = EndpointOptions(url=URL, model="m", max_concurrency=1, compare_cache=True)
+    data = replay_endpoint(token_trace(tmp_path, 2), options, server("sglang")).to_dict()
+    comparison = data["compare_cache"]
+    assert comparison["strategy"] == "cold-warm" and comparison["reset"] == "/flush_cache"
+    assert comparison["run_order"] == ["cold", "warm"] and "no way to switch" in comparison["note"]
+    assert data["completed"] == 2 and "/reset_prefix_cache" not in routes
+
+    data = replay_endpoint(token_trace(tmp_path, 2), options, server("vllm")).to_dict()
+    assert data["compare_cache"]["strategy"] == "cold-warm"
+    assert data["completed"] == 2 and data["failed"] == 0
+    assert any("refused cache_salt" in note for note in data["notes"])

@@ -147,6 +147,16 @@ async def _replay(
         salted = kind in ("vllm", "pcache") and options.api != "anthropic"
         if salted:
             off = await measured_pass("cache_off", _salted(bodies))
+            if not off.completed and {t.status for t in off.timings} == {400}:
+                salted = False  # the server refuses cache_salt: cold against warm instead
+                progress.passes.remove(off)
+                found["notes"].append(
+                    f"the server refused cache_salt ({off.failures().first_error});"
+                    " compared the cold pass with the warm one instead"
+                )
+                if reset is not None:
+                    await reset_cache(client, options, kind)
+        if salted:
             if reset is not None:
                 await reset_cache(client, options, kind)
             on = await measured_pass("cache_on", bodies)
