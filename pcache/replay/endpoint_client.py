@@ -134,6 +134,7 @@ async def send_request(
         sent = time.perf_counter()
         timing.start_s = sent - run_start
         timing.retries = attempt
+        timing.error = ""  # an attempt that never reached the server leaves nothing behind
         try:
             await _stream(client, url, body, api, timing, sent)
             timing.error = _scrub(timing.error, secret)  # a server may echo the key back
