@@ -17,6 +17,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from pcache.cache.profiles import Profile, reusable_tokens
 from pcache.prefix import common_prefix_length
@@ -114,4 +115,4 @@ class PrefixIndex:
     def check_integrity(self) -> None:
         for kids in self.children.values():
             assert kids == sorted(kids) and all(0 < len(kid) <= self.block_size for kid in kids)
-            assert all(b[: len(a)] != a for a, b in zip(kids, kids[1:], strict=False))
+            assert all(b[: len(a)] != a for a, b in pairwise(kids))

@@ -1,71 +1,131 @@
-"""Cost attribution: how many tokens of each request a cache reuses, as is and if fixed.
+"""Cost attribution: which finding each re-prefilled token is charged to, and the log if fixed.
 
-`PrefixIndex` is an unbounded cache of every prompt seen so far (so "as is" is itself an upper
-bound: no eviction, no TTL): the longest token prefix a new prompt shares with any earlier one,
-found through chained hashes of full blocks and refined token by token inside the next block.
+What a request reuses is what an unlimited, serial replay of the log reuses
+(`pcache.cache.reuse`). A request re-prefills everything after the longest prefix it shares
+with an earlier prompt; the finding that names the text where that prefix ends (its first
+divergence) is charged the tokens that undoing its change saves. Undoing means splicing back
+what the request's reference (the previous request of its session, or for a session's first
+request the latest other session's first request) had there, so that the rest realigns
+(`splice`), then looking the spliced prompt up in the same cache. When the spliced prompt ends
+at a second named divergence, the finding there is charged what undoing that one saves in turn.
+A token is charged at most once; what no finding explains (the log's first request, each
+session's own content, each turn's new messages, partial blocks) stays unattributed.
+
+"If fixed" is the same splicing applied to every request against the fixed version of its
+reference, replayed through a second cache: a replay of fixed prompts, not a sum of costs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pcache.cache.profiles import Profile, reusable_tokens
+from pcache.cache.reuse import Match, PrefixIndex, reusable
 from pcache.prefix import common_prefix_length
 
 if TYPE_CHECKING:
+    from pcache.cache.profiles import Profile
+    from pcache.rules.base import Diagnostic
     from pcache.rules.context import LintContext
 
-
-class PrefixIndex:
-    """Longest common token prefix of a prompt with every prompt inserted before it."""
-
-    def __init__(self, block_size: int):
-        self.block_size = block_size
-        self.blocks: set[int] = set()
-        self.next_block: dict[int, tuple[int, ...]] = {}
-        self.num_prompts = 0
-
-    def observe(self, token_ids: list[int]) -> int:
-        """Common prefix length with the earlier prompts, then remember this prompt."""
-        size = self.block_size
-        blocks = list(zip(*[iter(token_ids)] * size, strict=False))
-        tail = tuple(token_ids[len(blocks) * size :])
-        seen, following = self.blocks, self.next_block
-        parent = 0
-        matched = 0
-        index = 0
-        while index < len(blocks):  # the part already cached
-            chained = hash((parent, blocks[index]))
-            if chained not in seen:
-                break
-            matched += size
-            parent = chained
-            index += 1
-        if index < len(blocks):
-            matched += common_prefix_length(blocks[index], following.get(parent) or ())
-        elif tail:
-            matched += common_prefix_length(tail, following.get(parent) or ())
-        for block in blocks[index:]:  # the new part
-            chained = hash((parent, block))
-            seen.add(chained)
-            known = following.get(parent)
-            if known is None or len(known) < size:
-                following[parent] = block
-            parent = chained
-        if tail:
-            following.setdefault(parent, tail)
-        self.num_prompts += 1
-        return matched
-
-    def check_integrity(self) -> None:
-        assert all(len(block) <= self.block_size for block in self.next_block.values())
+SLACK = 4
+"""Tokens a divergence may lie before the text a finding names (BPE merges across a change)."""
+ANCHOR = 8
+"""Tokens of the reference that must reappear in the request for the rest to realign."""
 
 
-def reusable(profile: Profile, common: int, num_tokens: int, block_size: int) -> int:
-    """Tokens a cache reuses given `common` shared tokens (breakpoints assumed at `common`)."""
-    common = max(0, min(common, num_tokens))
-    written = (common,) if profile.granularity == "breakpoint" else ()
-    return reusable_tokens(profile, common, num_tokens, block_size, written)
+def splice(reference: Sequence[int], tokens: Sequence[int], start: int):
+    """Undo the change at `start`: `(spliced, a, b)` with
+    `spliced = tokens[:start] + reference[start:start+a] + tokens[start+b:]`, `a` and `b` chosen
+    so that `spliced` shares the longest prefix with `reference`; None when nothing of the
+    reference after `start` reappears in `tokens`."""
+    if start >= len(reference):
+        return None
+    width = min(ANCHOR, len(reference) - start)
+    first: dict[tuple[int, ...], int] = {}
+    for position in range(start, len(tokens) - width + 1):
+        first.setdefault(tuple(tokens[position : position + width]), position)
+    best = None
+    a = start
+    while a + width <= len(reference):
+        b = first.get(tuple(reference[a : a + width]))
+        if b is None:
+            a += 1
+            continue
+        matched = common_prefix_length(reference[a:], tokens[b:])
+        if best is None or a + matched > best[0]:
+            best = (a + matched, a - start, b - start)
+        a += max(matched, 1)
+    if best is None:
+        return None
+    _, taken, dropped = best
+    spliced = [*tokens[:start], *reference[start : start + taken], *tokens[start + dropped :]]
+    return spliced, taken, dropped
+
+
+@dataclass(slots=True)
+class Claim:
+    """A finding that may explain a divergence: the tokens of the text it names."""
+
+    diagnostic: Diagnostic
+    start: int
+    end: int
+
+
+def claim_at(claims: list[Claim], divergence: int) -> Claim | None:
+    """The finding whose text holds the divergence (the innermost when several do)."""
+    holding = [c for c in claims if c.start - SLACK <= divergence <= c.end]
+    return max(holding, key=lambda c: (c.start, -c.end), default=None)
+
+
+@dataclass(slots=True)
+class Undone:
+    """A request with the changes its findings name undone, and what that saves."""
+
+    token_ids: list[int]
+    match: Match
+    reused: int
+    charged: list[tuple[Diagnostic, int]]
+    """(finding, tokens saved by undoing its change), in the order they were undone."""
+
+
+def undo(
+    index: PrefixIndex,
+    profile: Profile,
+    tokens: list[int],
+    namespace: str | None,
+    found: Match,
+    reference: Sequence[int] | None,
+    claims: list[Claim],
+) -> Undone:
+    """Undo, divergence after divergence, the changes that `claims` name (see the module)."""
+    size = index.block_size
+    reused = reusable(profile, found.length, len(tokens), size)
+    undone = Undone(tokens, found, reused, [])
+    open_claims = [Claim(c.diagnostic, c.start, c.end) for c in claims]
+    while open_claims and reference is not None:
+        claim = claim_at(open_claims, undone.match.length)
+        if claim is None:
+            break
+        spliced = splice(reference, undone.token_ids, undone.match.length)
+        if spliced is None:
+            break
+        candidate, taken, dropped = spliced
+        match = index.match(candidate, namespace)
+        reused = reusable(profile, match.length, len(candidate), size)
+        saved = (len(undone.token_ids) - undone.reused) - (len(candidate) - reused)
+        if saved <= 0:
+            break
+        end_of_change = undone.match.length + dropped
+        open_claims.remove(claim)
+        for other in open_claims:
+            if other.start >= end_of_change:
+                other.start += taken - dropped
+                other.end += taken - dropped
+        undone.charged.append((claim.diagnostic, saved))
+        undone.token_ids, undone.match, undone.reused = candidate, match, reused
+    return undone
 
 
 def expected_shared(context: LintContext) -> int:
@@ -86,3 +146,6 @@ def expected_shared(context: LintContext) -> int:
         with_reply = min(len(context.previous.messages) + 1, len(current.messages))
         expected = max(expected, current.tokens_before_message(with_reply))
     return expected
+
+
+__all__ = ["Claim", "PrefixIndex", "Undone", "claim_at", "reusable", "splice", "undo"]

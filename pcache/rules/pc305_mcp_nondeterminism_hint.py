@@ -40,6 +40,7 @@ RULE = Rule(
     name="mcp-nondeterminism-hint",
     severity="info",
     summary="MCP tools are not sorted within their server",
+    default=False,
 )
 
 SERVER = re.compile(r"^(?:mcp__)?([A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*?)__[A-Za-z0-9]")
@@ -72,5 +73,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         f"tools of MCP server {server!r} are not sorted by name: the order the server"
         " returned may change on the next connection",
         request.source_path(f"tools[{first}]"),
+        claims="none",
         fix_title="sort each MCP server's tools by name",
     )

@@ -140,7 +140,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     found = _prompt_divergence(ctx) or _reply_divergence(ctx)
     if found is None:
         return
-    position, lost, reference, what = found
+    position, _, reference, what = found
     from pcache.diff import explain
 
     _, cause = explain(reference, current.rendered, position)
@@ -151,6 +151,5 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         f" ({origin}: {cause.a_excerpt!r} became {cause.b_excerpt!r})",
         where or "",
         token_position=position,
-        tokens_reprefilled=lost,
         fix_title="use template flags that keep history as generated, or a patched template",
     )

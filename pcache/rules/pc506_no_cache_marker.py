@@ -40,6 +40,7 @@ RULE = Rule(
     name="no-cache-marker",
     severity="info",
     summary="An Anthropic request above the cacheable minimum has no cache_control",
+    default=False,
 )
 
 
@@ -65,5 +66,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         " caches nothing for this session",
         request.source_path("messages[0]"),
         token_position=0,
+        claims="none",
         fix_title="add a top-level cache_control, or a marker on the last stable block",
     )

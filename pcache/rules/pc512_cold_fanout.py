@@ -47,6 +47,7 @@ RULE = Rule(
     name="cold-fanout",
     severity="info",
     summary="Several requests with the same new prefix were sent at once",
+    default=False,
 )
 
 WINDOW_MS = 1000.0
@@ -71,5 +72,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             " before its response could start: the prefix is written again",
             current.request.source_path("messages[0]"),
             token_position=0,
+            claims="none",
             fix_title="warm the prefix with one request, then fan out",
         )
