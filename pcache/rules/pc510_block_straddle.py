@@ -23,16 +23,17 @@ block boundary recovers it.
     {"role": "user", "content": "Where is order 1182?"}]}
 ]
 ```
-(with `--tokenizer o200k_base`: 28 shared tokens, 12 of them in a partial block)
+(with `--tokenizer o200k_base`: 36 shared tokens, up to the user's first word; 4 of them in a
+partial block)
 
 Use instead:
 ```json
 [
   {"session_id": "s1", "messages": [{"role": "system", "content":
-"You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
+    "You answer questions about orders, shipping and their invoices."},
     {"role": "user", "content": "Hi"}]},
   {"session_id": "s2", "messages": [{"role": "system", "content":
-"You answer questions about orders, shipping, returns and invoices. Be brief, polite and exact."},
+    "You answer questions about orders, shipping and their invoices."},
     {"role": "user", "content": "Where is order 1182?"}]}
 ]
 ```

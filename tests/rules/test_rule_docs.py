@@ -35,6 +35,7 @@ def _lint(code: str, requests: list, settings: dict, renderer=None):
         profile=settings["profile"],
         selection=Selection((code,)),
         renderer=renderer,
+        template_chosen=True,
     )
     return lint_values(requests, options, source="doc.jsonl").diagnostics
 
