@@ -35,16 +35,16 @@ ANCHOR = 8
 """Tokens of the reference that must reappear in the request for the rest to realign."""
 
 
-def splice(reference: Sequence[int], tokens: Sequence[int], start: int):
-    """Undo the change at `start`: `(spliced, a, b)` with
-    `spliced = tokens[:start] + reference[start:start+a] + tokens[start+b:]`, `a` and `b` chosen
-    so that `spliced` shares the longest prefix with `reference`; None when nothing of the
-    reference after `start` reappears in `tokens`."""
+def splice(reference: Sequence[int], tokens: Sequence[int], start: int, end: int):
+    """Undo the change at `start`, which lies in `tokens[start:end]` (the text a finding names):
+    `(spliced, a, b)` with `spliced = tokens[:start] + reference[start:start+a] +
+    tokens[start+b:]` and `b <= end - start`: where the longest run of the reference after
+    `start` reappears (the rest realigns); None when nothing of it reappears there."""
     if start >= len(reference):
         return None
     width = min(ANCHOR, len(reference) - start)
     first: dict[tuple[int, ...], int] = {}
-    for position in range(start, len(tokens) - width + 1):
+    for position in range(start, min(end, len(tokens) - width) + 1):
         first.setdefault(tuple(tokens[position : position + width]), position)
     best = None
     a = start
@@ -54,8 +54,8 @@ def splice(reference: Sequence[int], tokens: Sequence[int], start: int):
             a += 1
             continue
         matched = common_prefix_length(reference[a:], tokens[b:])
-        if best is None or a + matched > best[0]:
-            best = (a + matched, a - start, b - start)
+        if best is None or matched > best[0]:
+            best = (matched, a - start, b - start)
         a += max(matched, 1)
     if best is None:
         return None
@@ -98,17 +98,28 @@ def undo(
     found: Match,
     reference: Sequence[int] | None,
     claims: list[Claim],
+    inherited: int = 0,
 ) -> Undone:
-    """Undo, divergence after divergence, the changes that `claims` name (see the module)."""
+    """Undo, divergence after divergence, the changes that `claims` name (see the module).
+
+    `inherited`: the request repeats its reference as actually sent up to this token, so where
+    it differs before it from `reference` (a fixed version), it repeats a change undone in an
+    earlier request: that is undone too, charged to nobody.
+    """
     size = index.block_size
     reused = reusable(profile, found.length, len(tokens), size)
     undone = Undone(tokens, found, reused, [])
     open_claims = [Claim(c.diagnostic, c.start, c.end) for c in claims]
-    while open_claims and reference is not None:
-        claim = claim_at(open_claims, undone.match.length)
-        if claim is None:
+    while reference is not None:
+        divergence = undone.match.length
+        claim = claim_at(open_claims, divergence)
+        if claim is not None:
+            end = claim.end + 1
+        elif divergence < inherited:
+            end = inherited
+        else:
             break
-        spliced = splice(reference, undone.token_ids, undone.match.length)
+        spliced = splice(reference, undone.token_ids, divergence, end)
         if spliced is None:
             break
         candidate, taken, dropped = spliced
@@ -117,13 +128,16 @@ def undo(
         saved = (len(undone.token_ids) - undone.reused) - (len(candidate) - reused)
         if saved <= 0:
             break
-        end_of_change = undone.match.length + dropped
-        open_claims.remove(claim)
+        end_of_change = divergence + dropped
+        if inherited >= end_of_change:
+            inherited += taken - dropped
+        if claim is not None:
+            open_claims.remove(claim)
+            undone.charged.append((claim.diagnostic, saved))
         for other in open_claims:
             if other.start >= end_of_change:
                 other.start += taken - dropped
                 other.end += taken - dropped
-        undone.charged.append((claim.diagnostic, saved))
         undone.token_ids, undone.match, undone.reused = candidate, match, reused
     return undone
 

@@ -12,6 +12,7 @@ from typing import Any
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import load_profile
 from pcache.errors import InputError, UsageError
+from pcache.prefix import common_prefix_length
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
@@ -380,14 +381,16 @@ class _Run:
 
     def _if_fixed(self, current: RequestContext, found, undone, reference, claims) -> None:
         """Replay this request, its named changes undone, through the fixed log's cache."""
+        tokens = current.token_ids
         if self.fixed_index is None:  # the fixed log is the log so far: `undone` holds
-            if undone.charged:
+            if undone.token_ids is not tokens:
                 self.fixed_index = self.index.copy()
         else:
-            fixed_reference = None
+            fixed_reference, inherited = None, 0
             if reference is not None:
                 fixed_reference = reference.fixed_token_ids or reference.token_ids
-            tokens = current.token_ids
+                if reference.fixed_token_ids is not None:
+                    inherited = common_prefix_length(tokens, reference.token_ids)
             namespace = current.request.cache_salt
             match = self.fixed_index.match(tokens, namespace)
             undone = undo(
@@ -398,8 +401,9 @@ class _Run:
                 match,
                 fixed_reference,
                 claims,
+                inherited,
             )
-        if undone.charged:
+        if undone.token_ids is not tokens:
             current.fixed_token_ids = undone.token_ids
             self.summary.requests_changed_if_fixed += 1
         if self.fixed_index is not None:
@@ -412,6 +416,8 @@ class _Run:
         if violation.at_template or not current.is_chat:
             return None if position is None else (position, position + SLACK)
         path = violation.json_path
+        if path.endswith("]") and "[" in path:  # an element: the change may move the others
+            path = path[: path.rindex("[")]
         rendered = current.rendered
         chars = [
             (span.start, span.end)
