@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
 from pcache.prompt.request import Request, request_from_document
 from pcache.prompt.segment_cache import SegmentCachedRenderer
 from pcache.prompt.tokenizer import DEFAULT_DATE
-from pcache.rules import PARSE_ERROR, REGISTRY
+from pcache.rules import PARSE_ERROR, REGISTRY, RULES
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
 from pcache.rules.context import (
@@ -539,8 +540,12 @@ def lint_paths(
     config = config or LintConfig()
     files = expand_paths(paths)
     fixed_files: list[str] = []
-    if options.fix:
-        first = _lint_files(files, options, config, None)
+    if options.fix:  # the safe fixes apply whether or not their hints are shown
+        fixable = tuple(code for code, rule in RULES.items() if rule.fix_availability != "none")
+        extended = dataclasses.replace(
+            options.selection, extend=(*options.selection.extend, *fixable)
+        )
+        first = _lint_files(files, dataclasses.replace(options, selection=extended), config, None)
         fixable = sorted({d.file for d in first.diagnostics if d.fixable})
         fixed_files = [path for path in fixable if fix_file(path)]
     report = _lint_files(files, options, config, progress)

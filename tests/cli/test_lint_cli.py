@@ -59,7 +59,10 @@ def test_json_output_has_sorted_keys_and_the_documented_fields(cli):
         assert required <= set(finding)
         assert list(finding) == sorted(finding)
     summary = data["summary"]
-    assert 0 < summary["cacheable_ratio"] <= summary["cacheable_ratio_if_fixed_upper_bound"] <= 1
+    assert 0 < summary["cacheable_ratio"] <= summary["if_fixed"]["cacheable_ratio"] <= 1
+    charged = sum(row["tokens_reprefilled"] for row in summary["rules"])
+    assert charged + summary["unattributed_tokens"] == summary["reprefilled_tokens"]
+    assert summary["reprefilled_tokens"] == summary["prompt_tokens"] - summary["reusable_tokens"]
     per_rule = {row["code"]: row for row in summary["rules"]}
     for code, row in per_rule.items():
         mine = [f for f in data["findings"] if f["code"] == code]
@@ -213,11 +216,16 @@ def test_stdin(cli):
 def test_profile_changes_what_is_cacheable(cli):
     vllm = json.loads(cli("lint", CLEAN, *PLAIN, "--format", "json").stdout)
     openai = cli("lint", CLEAN, *PLAIN, "--profile", "openai", "--format", "json")
+    assert openai.exit_code == 0 and not findings(openai)  # opinions are opt-in
     data = json.loads(openai.stdout)
+    assert data["summary"]["cacheable_ratio"] < vllm["summary"]["cacheable_ratio"]
     # sent to OpenAI, the short shared prefix is below 1024 tokens and the sessions carry no
     # prompt_cache_key; neither matters on a local engine
-    assert {f["code"] for f in data["findings"]} == {"PC501", "PC507"}
-    assert data["summary"]["cacheable_ratio"] < vllm["summary"]["cacheable_ratio"]
+    opinions = cli(
+        "lint", CLEAN, *PLAIN, "--profile", "openai", "--extend-select", "PC501,PC507", "-f", "json"
+    )
+    assert {f["code"] for f in findings(opinions)} == {"PC501", "PC507"}
+    assert opinions.exit_code == 1  # warnings fail the run
 
 
 def test_fix_sorts_tools_and_schema_keys_only(cli, tmp_path):
@@ -287,7 +295,7 @@ def test_json_file_findings_point_at_the_value_of_their_path(cli, tmp_path):
     for path in (DEFECTS / "review_request.json", wrapped):
         text = path.read_text()
         document = json.loads(text)
-        result = cli("lint", path, *PLAIN, "--format", "json")
+        result = cli("lint", path, *PLAIN, "--select", "ALL", "--format", "json")
         located = [f for f in findings(result) if f["json_path"]]
         assert len(located) >= 3 and any(f["line"] > 1 for f in located)
         lines = text.split("\n")
@@ -300,7 +308,9 @@ def test_json_file_findings_point_at_the_value_of_their_path(cli, tmp_path):
 def test_counts_in_the_summary_agree_with_their_nouns(cli, tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    result = cli("lint", broken, SAMPLES / "prompts" / "review_request.json", *PLAIN)
+    result = cli(
+        "lint", broken, SAMPLES / "prompts" / "review_request.json", *PLAIN, "--select", "ALL"
+    )
     assert result.exit_code == 1, result.output
     assert " in 1 request, 1 session." in result.stdout
     assert re.search(r"PC000 unreadable-input +1 finding +0 tokens", result.stdout)
