@@ -35,11 +35,15 @@ ANCHOR = 8
 """Tokens of the reference that must reappear in the request for the rest to realign."""
 
 
-def splice(reference: Sequence[int], tokens: Sequence[int], start: int, end: int):
-    """Undo the change at `start`, which lies in `tokens[start:end]` (the text a finding names):
-    `(spliced, a, b)` with `spliced = tokens[:start] + reference[start:start+a] +
-    tokens[start+b:]` and `b <= end - start`: where the longest run of the reference after
-    `start` reappears (the rest realigns); None when nothing of it reappears there."""
+def splice(
+    reference: Sequence[int], tokens: Sequence[int], start: int, end: int, reference_end: int
+):
+    """Undo the change at `start`, which lies in `tokens[start:end]` and, in the reference, in
+    `reference[start:reference_end]` (the text a finding names): `(spliced, a, b)` with
+    `spliced = tokens[:start] + reference[start:start+a] + tokens[start+b:]`,
+    `start + b <= end` and `start + a <= reference_end`, where the rest of the reference
+    realigns so that `spliced` shares the longest prefix with it; None when nothing of the
+    reference after `start` reappears there."""
     if start >= len(reference):
         return None
     width = min(ANCHOR, len(reference) - start)
@@ -48,14 +52,14 @@ def splice(reference: Sequence[int], tokens: Sequence[int], start: int, end: int
         first.setdefault(tuple(tokens[position : position + width]), position)
     best = None
     a = start
-    while a + width <= len(reference):
+    while a <= reference_end and a + width <= len(reference):
         b = first.get(tuple(reference[a : a + width]))
         if b is None:
             a += 1
             continue
         matched = common_prefix_length(reference[a:], tokens[b:])
-        if best is None or matched > best[0]:
-            best = (matched, a - start, b - start)
+        if best is None or a + matched > best[0]:
+            best = (a + matched, a - start, b - start)
         a += max(matched, 1)
     if best is None:
         return None
@@ -66,11 +70,13 @@ def splice(reference: Sequence[int], tokens: Sequence[int], start: int, end: int
 
 @dataclass(slots=True)
 class Claim:
-    """A finding that may explain a divergence: the tokens of the text it names."""
+    """A finding that may explain a divergence: the tokens of the text it names, and where
+    that text ends in the request's reference."""
 
     diagnostic: Diagnostic
     start: int
     end: int
+    reference_end: int
 
 
 def claim_at(claims: list[Claim], divergence: int) -> Claim | None:
@@ -99,27 +105,33 @@ def undo(
     reference: Sequence[int] | None,
     claims: list[Claim],
     inherited: int = 0,
+    reference_length: int | None = None,
 ) -> Undone:
     """Undo, divergence after divergence, the changes that `claims` name (see the module).
 
     `inherited`: the request repeats its reference as actually sent up to this token, so where
     it differs before it from `reference` (a fixed version), it repeats a change undone in an
-    earlier request: that is undone too, charged to nobody.
+    earlier request: that is undone too, charged to nobody. `reference_length`: the length of
+    the reference as sent when `reference` is a fixed version (claims' reference positions
+    are positions in what was sent).
     """
+    if reference_length is None and reference is not None:
+        reference_length = len(reference)
     size = index.block_size
     reused = reusable(profile, found.length, len(tokens), size)
     undone = Undone(tokens, found, reused, [])
-    open_claims = [Claim(c.diagnostic, c.start, c.end) for c in claims]
+    open_claims = [Claim(c.diagnostic, c.start, c.end, c.reference_end) for c in claims]
+    moved = len(reference) - reference_length if reference is not None else 0
     while reference is not None:
         divergence = undone.match.length
         claim = claim_at(open_claims, divergence)
         if claim is not None:
-            end = claim.end + 1
+            end, reference_end = claim.end + 1, claim.reference_end + 1 + moved
         elif divergence < inherited:
-            end = inherited
+            end, reference_end = inherited, inherited + moved
         else:
             break
-        spliced = splice(reference, undone.token_ids, divergence, end)
+        spliced = splice(reference, undone.token_ids, divergence, end, reference_end)
         if spliced is None:
             break
         candidate, taken, dropped = spliced

@@ -338,6 +338,7 @@ class _Run:
         reused = reusable(profile, found.length, num_tokens, size)
         cold = self.index.num_prompts == 0
         claims: list[Claim] = []
+        claimed: list[Violation] = []
         rounding: list[Diagnostic] = []
         for rule, violation in violations:
             if not self._wanted(rule, violation):
@@ -351,8 +352,11 @@ class _Run:
             elif violation.claims == "divergence":
                 span = self._span(current, violation, position)
                 if span is not None:
-                    claims.append(Claim(diagnostic, *span))
+                    claims.append(Claim(diagnostic, *span, reference_end=len(token_ids)))
+                    claimed.append(violation)
         reference = self._reference(context)
+        for claim, violation in zip(claims, claimed, strict=True):
+            claim.reference_end = self._reference_end(reference, violation, claim.end)
         namespace = current.request.cache_salt
         undone = undo(
             self.index,
@@ -403,6 +407,7 @@ class _Run:
                 fixed_reference,
                 claims,
                 inherited,
+                len(reference.token_ids) if reference is not None else None,
             )
         if undone.token_ids is not tokens:
             current.fixed_token_ids = undone.token_ids
@@ -412,19 +417,31 @@ class _Run:
         self.summary.prompt_tokens_if_fixed += len(undone.token_ids)
         self.summary.reusable_tokens_if_fixed += undone.reused
 
+    def _reference_end(self, reference, violation: Violation, end: int) -> int:
+        """Last token of the text a finding names, in the request's reference."""
+        if reference is None:
+            return end
+        span = self._span(reference, violation, None)
+        return max(span[1], end) if span is not None else len(reference.token_ids)
+
     def _span(self, current: RequestContext, violation: Violation, position: int | None):
-        """First and last token of the text a finding names (None: it names no text)."""
-        if violation.at_template or not current.is_chat:
+        """First and last token of the text a finding names (None: it names no text): what
+        was rendered from its path, or else from the nearest enclosing path rendered."""
+        if violation.at_template or not current.is_chat or not violation.json_path:
             return None if position is None else (position, position + SLACK)
         path = violation.json_path
         if path.endswith("]") and "[" in path:  # an element: the change may move the others
             path = path[: path.rindex("[")]
-        rendered = current.rendered
+        spans = current.rendered.spans
         chars = [
-            (span.start, span.end)
-            for span in rendered.spans
-            if path and (span.path == path or span.path.startswith((path + ".", path + "[")))
+            (s.start, s.end)
+            for s in spans
+            if s.path == path or s.path.startswith((path + ".", path + "["))
         ]
+        if not chars:
+            enclosing = [s for s in spans if path.startswith((s.path + ".", s.path + "["))]
+            longest = max((len(s.path) for s in enclosing), default=0)
+            chars = [(s.start, s.end) for s in enclosing if len(s.path) == longest]
         if not chars:
             return None if position is None else (position, position + SLACK)
         first = current.token_of_char(min(start for start, _ in chars))

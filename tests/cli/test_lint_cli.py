@@ -340,3 +340,84 @@ def test_an_unreadable_file_has_no_prompt_location(cli, tmp_path):
         == f"{broken}:1:2: PC000 [error] unreadable-input: invalid JSON: unexpected end of data"
     )
     assert lines[1].startswith("Found 1 finding (1 error)")
+
+
+def test_clean_samples_are_silent_file_by_file_and_as_a_folder(cli):
+    for path in (CLEAN, *sorted(CLEAN.glob("*.json*"))):
+        result = cli("lint", path, *PLAIN, "--format", "json")
+        assert result.exit_code == 0, (path, result.output)
+        assert findings(result) == [], path
+
+
+def _append_only_log(path: Path, sessions: int = 3, turns: int = 4) -> None:
+    tools = [
+        {"type": "function", "function": {"name": name, "description": f"{name} a file."}}
+        for name in ("edit", "read")
+    ]
+    lines = []
+    for session in range(sessions):
+        messages = [{"role": "system", "content": "You are a careful coding agent."}]
+        for turn in range(turns):
+            messages.append({"role": "user", "content": f"task {session}.{turn}: fix it"})
+            lines.append(json.dumps({"messages": list(messages), "tools": tools}))
+            messages.append({"role": "assistant", "content": f"fixed {session}.{turn}"})
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_an_append_only_multi_session_log_is_silent_and_costs_nothing(cli, tmp_path):
+    log = tmp_path / "append_only.jsonl"
+    _append_only_log(log)
+    result = cli("lint", log, *PLAIN, "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["findings"] == [] and data["summary"]["sessions"] == 3
+    summary = data["summary"]
+    assert summary["unattributed_tokens"] == summary["reprefilled_tokens"] > 0
+    assert summary["if_fixed"]["reusable_tokens"] == summary["reusable_tokens"]
+    assert summary["if_fixed"]["requests_changed"] == 0
+    text = cli("lint", log, *PLAIN)
+    assert text.exit_code == 0 and "All checks passed (12 requests in 1 file)." in text.stdout
+
+
+def test_one_request_alone_reuses_nothing_fixed_or_not(cli):
+    result = cli("lint", DEFECTS / "review_request.json", *PLAIN, "--format", "json")
+    summary = json.loads(result.stdout)["summary"]
+    assert summary["reusable_tokens"] == summary["if_fixed"]["reusable_tokens"] == 0
+    assert all(f["tokens_reprefilled"] == 0 for f in findings(result))
+    assert summary["unattributed_by_request"]["session_start"] == summary["prompt_tokens"]
+
+
+def test_lint_reuses_what_replay_simulate_reuses(cli):
+    log = DEFECTS / "agent_log.jsonl"
+    linted = json.loads(cli("lint", log, *PLAIN, "--format", "json").stdout)["summary"]
+    replayed = json.loads(cli("replay", log, "--simulate", "--format", "json").stdout)
+    assert linted["prompt_tokens"] == replayed["query_tokens"]
+    assert linted["reusable_tokens"] == replayed["hit_tokens"]
+
+
+def test_list_rules_and_explain_say_which_rules_are_on_by_default(cli):
+    from pcache.rules import RULES
+
+    listed = cli("lint", "--list-rules", "--format", "json")
+    rows = {row["code"]: row["default"] for row in json.loads(listed.stdout)}
+    assert rows == {code: rule.default for code, rule in RULES.items() if code != "PC000"}
+    assert rows["PC101"] and not rows["PC510"] and not rows["PC305"]
+    text = cli("lint", "--list-rules").stdout
+    assert re.search(r"^PC510 +block-straddle +info +opt-in ", text, re.M)
+    assert re.search(r"^PC301 +tool-order-changed +error +default ", text, re.M)
+    assert "On by default: no (opt-in: --extend-select PC510)" in cli(
+        "lint", "--explain", "PC510"
+    ).stdout
+    assert "On by default: yes." in cli("lint", "--explain", "PC101").stdout
+
+
+def test_hints_and_info_findings_only_when_selected_explicitly(cli):
+    request = DEFECTS / "review_request.json"
+    quiet = cli("lint", request, *PLAIN, "--ignore", "PC502", "--format", "json")
+    assert quiet.exit_code == 0 and findings(quiet) == []
+    hints = cli("lint", request, *PLAIN, "--select", "PC2,PC3", "--format", "json")
+    assert {(f["code"], f["severity"]) for f in findings(hints)} == {
+        ("PC201", "info"),
+        ("PC301", "info"),
+    }
+    assert hints.exit_code == 1  # selected explicitly, so they count

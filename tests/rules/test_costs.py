@@ -14,8 +14,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pcache.cache.simulate import SimulationOptions, simulate
 from pcache.pipeline import Settings
+from pcache.replay.simulate import SimulationOptions, simulate
 from pcache.rules.runner import LintOptions, lint_paths
 from pcache.traces.readers import read_trace
 
