@@ -421,3 +421,18 @@ def test_hints_and_info_findings_only_when_selected_explicitly(cli):
         ("PC301", "info"),
     }
     assert hints.exit_code == 1  # selected explicitly, so they count
+
+
+@pytest.mark.parametrize("folder", [DEFECTS, CLEAN], ids=lambda p: p.name)
+def test_a_file_alone_has_the_findings_it_has_in_its_folder(cli, folder):
+    def located(path):
+        result = cli("lint", path, *PLAIN, "--select", "ALL", "--format", "json")
+        return {
+            (f["file"], f["line"], f["code"], f["severity"], f["json_path"])
+            for f in findings(result)
+            if f["code"] != "PC510"  # evidence across sessions: may need the other files
+        }
+
+    together = located(folder)
+    alone = set().union(*(located(path) for path in sorted(folder.glob("*.json*"))))
+    assert together == alone
