@@ -172,6 +172,3 @@ def expected_shared(context: LintContext) -> int:
         with_reply = min(len(context.previous.messages) + 1, len(current.messages))
         expected = max(expected, current.tokens_before_message(with_reply))
     return expected
-
-
-__all__ = ["Claim", "PrefixIndex", "Undone", "claim_at", "reusable", "splice", "undo"]

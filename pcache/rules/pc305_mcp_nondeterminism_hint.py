@@ -2,6 +2,7 @@ r"""## What it does
 Looks at tool names that carry an MCP server prefix (`mcp__github__create_issue`,
 `github__create_issue`). When the tools of one server are not sorted by name, the list was most
 likely taken in the order the server returned it. A hint (info), reported once per tool list.
+Opt-in (`--extend-select PC305`): an opinion, not an observed break.
 
 ## Why is this bad?
 MCP `tools/list` order is not guaranteed: servers built on hash maps, reconnects and restarts

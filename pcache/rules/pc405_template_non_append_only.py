@@ -45,11 +45,12 @@ import dataclasses
 from bisect import bisect_left
 from collections.abc import Iterator
 
+from pcache.cache.reuse import reusable
 from pcache.prefix import common_prefix_length
 from pcache.prompt.render import render
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.cost import expected_shared, reusable
+from pcache.rules.cost import expected_shared
 from pcache.rules.pc404_reasoning_dropped import REASONING_KEYS
 from pcache.rules.slots import exact
 

@@ -2,6 +2,7 @@ r"""## What it does
 Anthropic Messages bodies only. Reports the first request of a session whose prompt is above the
 Anthropic minimum cacheable length (from `pcache/data/providers.json`) but that carries no
 `cache_control` at all, neither on a block nor at the top level. A hint (info).
+Opt-in (`--extend-select PC506`): an opinion, not an observed break.
 
 ## Why is this bad?
 Anthropic caches only at breakpoints. Without any marker nothing is cached and every request of

@@ -1,7 +1,7 @@
 r"""## What it does
 OpenAI only: OpenAI-shaped bodies with an OpenAI model name, or any OpenAI-shaped body under
 `--profile openai`. Reports, once per set, that requests of two or more sessions carry no
-`prompt_cache_key`.
+`prompt_cache_key`. Opt-in (`--extend-select PC507`): an opinion, not an observed break.
 
 ## Why is this bad?
 OpenAI routes a request by a hash of its first ~256 tokens, combined with `prompt_cache_key`.

@@ -2,6 +2,7 @@ r"""## What it does
 Uses the requests' `timestamp` fields: reports first requests of sessions that share a new
 prefix (the same tools and system prompt, not seen before) and were sent within one second of
 the first request with that prefix, before its response could have started. A hint (info).
+Opt-in (`--extend-select PC512`): an opinion, not an observed break.
 
 ## Why is this bad?
 A cache entry becomes readable only once the first response begins (Anthropic documents this;

@@ -12,6 +12,7 @@ from typing import Any
 
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import load_profile
+from pcache.cache.reuse import PrefixIndex, reusable
 from pcache.errors import InputError, UsageError
 from pcache.prefix import common_prefix_length
 from pcache.prompt.json_positions import JsonPositions
@@ -30,7 +31,7 @@ from pcache.rules.context import (
     RequestContext,
     SessionHead,
 )
-from pcache.rules.cost import SLACK, Claim, PrefixIndex, reusable, undo
+from pcache.rules.cost import SLACK, Claim, undo
 from pcache.rules.fixes import fix_file
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker

@@ -350,9 +350,13 @@ def test_clean_samples_are_silent_file_by_file_and_as_a_folder(cli):
 
 
 def _append_only_log(path: Path, sessions: int = 3, turns: int = 4) -> None:
-    tools = [
-        {"type": "function", "function": {"name": name, "description": f"{name} a file."}}
-        for name in ("edit", "read")
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}  # keys unsorted
+    tools = [  # tools unsorted too: hints, not breaks, while they never change
+        {
+            "type": "function",
+            "function": {"name": name, "description": f"{name} a file.", "parameters": schema},
+        }
+        for name in ("read", "edit")
     ]
     lines = []
     for session in range(sessions):
