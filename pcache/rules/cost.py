@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pcache.cache.reuse import Match, PrefixIndex, reusable
-from pcache.prefix import common_prefix_length
+from pcache.prefix import common_run_length
 
 if TYPE_CHECKING:
     from pcache.cache.profiles import Profile
@@ -47,25 +47,40 @@ def splice(
     if start >= len(reference):
         return None
     width = min(ANCHOR, len(reference) - start)
-    first: dict[tuple[int, ...], int] = {}
-    for position in range(start, min(end, len(tokens) - width) + 1):
-        first.setdefault(tuple(tokens[position : position + width]), position)
+    last = min(end, len(tokens) - width)
     best = None
     a = start
     while a <= reference_end and a + width <= len(reference):
-        b = first.get(tuple(reference[a : a + width]))
+        b = _find(tokens, reference[a : a + width], start, last)
         if b is None:
             a += 1
             continue
-        matched = common_prefix_length(reference[a:], tokens[b:])
+        matched = common_run_length(reference, a, tokens, b)
         if best is None or a + matched > best[0]:
             best = (a + matched, a - start, b - start)
+            if a + matched == len(reference):
+                break  # realigned to the reference's end: nothing can share more
         a += max(matched, 1)
     if best is None:
         return None
     _, taken, dropped = best
     spliced = [*tokens[:start], *reference[start : start + taken], *tokens[start + dropped :]]
     return spliced, taken, dropped
+
+
+def _find(tokens: Sequence[int], anchor: Sequence[int], low: int, high: int) -> int | None:
+    """First `b` in `[low, high]` where `tokens[b:]` starts with `anchor`."""
+    width, head = len(anchor), anchor[0]
+    position = low
+    while position <= high:
+        try:
+            position = tokens.index(head, position, high + 1)
+        except ValueError:
+            return None
+        if tokens[position : position + width] == anchor:
+            return position
+        position += 1
+    return None
 
 
 @dataclass(slots=True)
