@@ -409,9 +409,10 @@ def test_list_rules_and_explain_say_which_rules_are_on_by_default(cli):
     text = cli("lint", "--list-rules").stdout
     assert re.search(r"^PC510 +block-straddle +info +opt-in ", text, re.M)
     assert re.search(r"^PC301 +tool-order-changed +error +default ", text, re.M)
-    assert "On by default: no (opt-in: --extend-select PC510)" in cli(
-        "lint", "--explain", "PC510"
-    ).stdout
+    assert (
+        "On by default: no (opt-in: --extend-select PC510)"
+        in cli("lint", "--explain", "PC510").stdout
+    )
     assert "On by default: yes." in cli("lint", "--explain", "PC101").stdout
 
 
@@ -440,3 +441,18 @@ def test_a_file_alone_has_the_findings_it_has_in_its_folder(cli, folder):
     together = located(folder)
     alone = set().union(*(located(path) for path in sorted(folder.glob("*.json*"))))
     assert together == alone
+
+
+def test_template_clock_speaks_once_about_the_template_the_user_chose(cli):
+    assert findings(cli("lint", CLEAN, "--format", "json")) == []  # pcache's default: silent
+    timed = cli("lint", CLEAN / "agent_log.jsonl", "--tokenizer", "gpt-oss", "--format", "json")
+    assert findings(timed) == []  # its timestamps show one day: no change to report
+    for path in (CLEAN, CLEAN / "review_request.json"):  # an untimed request: cannot be seen
+        result = cli("lint", path, "--tokenizer", "gpt-oss", "--format", "json")
+        clock = [f for f in findings(result) if f["code"] == "PC102"]
+        assert [(f["file"], f["line"], f["request"]) for f in clock] == [
+            ("gpt-oss", 1, "(chat template)")
+        ], path
+        assert "--ignore PC102" in clock[0]["message"] and clock[0]["tokens_reprefilled"] == 0
+    ignored = cli("lint", CLEAN, "--tokenizer", "gpt-oss", "--ignore", "PC102")
+    assert ignored.exit_code == 0
