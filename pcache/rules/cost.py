@@ -13,6 +13,7 @@ session's own content, each turn's new messages, partial blocks) stays unattribu
 
 "If fixed" is the same splicing applied to every request against the fixed version of its
 reference, replayed through a second cache: a replay of fixed prompts, not a sum of costs.
+`Costs` keeps both caches and settles each request in turn; the runner only reports.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pcache.cache.reuse import Match, PrefixIndex, reusable
-from pcache.prefix import common_run_length
+from pcache.prefix import common_prefix_length, common_run_length
 
 if TYPE_CHECKING:
     from pcache.cache.profiles import Profile
-    from pcache.rules.base import Diagnostic
-    from pcache.rules.context import LintContext
+    from pcache.rules.base import Diagnostic, Violation
+    from pcache.rules.context import LintContext, RequestContext
 
 SLACK = 4
 """Tokens a divergence may lie before the text a finding names (BPE merges across a change)."""
@@ -167,6 +168,140 @@ def undo(
                 other.end += taken - dropped
         undone.token_ids, undone.match, undone.reused = candidate, match, reused
     return undone
+
+
+def text_span(
+    current: RequestContext, violation: Violation, position: int | None
+) -> tuple[int, int] | None:
+    """First and last token of the text a finding names (None: it names no text): what was
+    rendered from its path, or else from the nearest enclosing path rendered."""
+    if violation.at_template or not current.is_chat or not violation.json_path:
+        return None if position is None else (position, position + SLACK)
+    path = violation.json_path
+    if path.endswith("]") and "[" in path:  # an element: the change may move the others
+        path = path[: path.rindex("[")]
+    spans = current.rendered.spans
+    chars = [
+        (s.start, s.end)
+        for s in spans
+        if s.path == path or s.path.startswith((path + ".", path + "["))
+    ]
+    if not chars:
+        enclosing = [s for s in spans if path.startswith((s.path + ".", s.path + "["))]
+        longest = max((len(s.path) for s in enclosing), default=0)
+        chars = [(s.start, s.end) for s in enclosing if len(s.path) == longest]
+    if not chars:
+        return None if position is None else (position, position + SLACK)
+    first = current.token_of_char(min(start for start, _ in chars))
+    last = current.token_of_char(max(end for _, end in chars) - 1)
+    if position is not None:
+        first = min(first, position)
+    return first, last
+
+
+def claim_for(
+    diagnostic: Diagnostic,
+    violation: Violation,
+    position: int | None,
+    current: RequestContext,
+    reference: RequestContext | None,
+) -> Claim | None:
+    """What a finding may explain: the text it names here and in the request's reference."""
+    span = text_span(current, violation, position)
+    if span is None:
+        return None
+    reference_end = len(current.token_ids)
+    if reference is not None:
+        named = text_span(reference, violation, None)
+        reference_end = max(named[1], span[1]) if named else len(reference.token_ids)
+    return Claim(diagnostic, *span, reference_end)
+
+
+@dataclass(slots=True)
+class Settled:
+    """What one request cost, as is and in the fixed log."""
+
+    reused: int
+    charged: list[tuple[Diagnostic, int]]
+    unattributed: int
+    fixed_tokens: int
+    fixed_reused: int
+    changed: bool
+
+
+class Costs:
+    """The cache of the log and the cache of the fixed log, request after request."""
+
+    def __init__(self, profile: Profile, block_size: int):
+        self.profile = profile
+        self.index = PrefixIndex(block_size)
+        self.fixed_index: PrefixIndex | None = None
+        """The fixed log's cache; the same as `index` until a fix changes a request."""
+
+    def match(self, current: RequestContext) -> Match:
+        """The longest cached prefix of the request (before it is settled)."""
+        return self.index.match(current.token_ids, current.request.cache_salt)
+
+    def settle(
+        self,
+        current: RequestContext,
+        found: Match,
+        reference: RequestContext | None,
+        claims: list[Claim],
+        rounding: list[Diagnostic],
+    ) -> Settled:
+        """Charge the findings of the request, replay its fixed version, then cache both."""
+        tokens = current.token_ids
+        namespace = current.request.cache_salt
+        if self.index.num_prompts == 0:  # the log's first request is never blamed
+            claims, rounding = [], []
+        references = reference.token_ids if reference is not None else None
+        reused = reusable(self.profile, found.length, len(tokens), self.index.block_size)
+        undone = undo(self.index, self.profile, tokens, namespace, found, references, claims)
+        charged = list(undone.charged)
+        left = len(tokens) - reused - sum(saved for _, saved in charged)
+        if rounding and not charged:  # the shared tokens the granularity could not reuse
+            lost = min(max(min(found.length, len(tokens)) - reused, 0), left)
+            charged.append((rounding[0], lost))
+            left -= lost
+        assert left >= 0, left
+        fixed = self._fixed(current, undone, reference, claims)
+        self.index.insert(found)
+        return Settled(
+            reused, charged, left, len(fixed.token_ids), fixed.reused, fixed.token_ids is not tokens
+        )
+
+    def _fixed(self, current, undone: Undone, reference, claims) -> Undone:
+        """The request in the fixed log, replayed through the fixed log's cache."""
+        tokens = current.token_ids
+        if self.fixed_index is None:  # the fixed log is the log so far: `undone` holds
+            if undone.token_ids is not tokens:
+                self.fixed_index = self.index.copy()
+        else:
+            fixed_reference, inherited, sent = None, 0, None
+            if reference is not None:
+                fixed_reference = reference.fixed_token_ids or reference.token_ids
+                sent = len(reference.token_ids)
+                if reference.fixed_token_ids is not None:
+                    inherited = common_prefix_length(tokens, reference.token_ids)
+            namespace = current.request.cache_salt
+            match = self.fixed_index.match(tokens, namespace)
+            undone = undo(
+                self.fixed_index,
+                self.profile,
+                tokens,
+                namespace,
+                match,
+                fixed_reference,
+                claims,
+                inherited,
+                sent,
+            )
+        if undone.token_ids is not tokens:
+            current.fixed_token_ids = undone.token_ids
+        if self.fixed_index is not None:
+            self.fixed_index.insert(undone.match)
+        return undone
 
 
 def expected_shared(context: LintContext) -> int:

@@ -12,9 +12,7 @@ from typing import Any
 
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import load_profile
-from pcache.cache.reuse import PrefixIndex, reusable
 from pcache.errors import InputError, UsageError
-from pcache.prefix import common_prefix_length
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
@@ -31,7 +29,7 @@ from pcache.rules.context import (
     RequestContext,
     SessionHead,
 )
-from pcache.rules.cost import SLACK, Claim, undo
+from pcache.rules.cost import Claim, Costs, claim_for
 from pcache.rules.fixes import fix_file
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker
@@ -229,9 +227,7 @@ class _Run:
         self.speaks_for_template = options.speaks_for_template
         self.tracker = SessionTracker()
         self.app = AppState()
-        self.index = PrefixIndex(options.block_size)
-        self.fixed_index: PrefixIndex | None = None
-        """The cache of the fixed log; the same as `index` until a fix changes a request."""
+        self.costs = Costs(profile, options.block_size)
         self.rendered_contexts: deque[RequestContext] = deque()
         self.diagnostics: list[Diagnostic] = []
         self.groups: dict[object, Diagnostic] = {}
@@ -286,12 +282,12 @@ class _Run:
         previous: RequestContext | None = assignment.previous
         is_head = previous is None
         started = time.perf_counter()
-        token_ids = current.token_ids
+        _ = current.token_ids  # rendered and tokenized here, timed as such
         self.seconds["render"] += time.perf_counter() - started
         self._remember_rendered(current)
 
         started = time.perf_counter()
-        found = self.index.match(token_ids, request.cache_salt)
+        found = self.costs.match(current)
         self.seconds["cost"] += time.perf_counter() - started
 
         started = time.perf_counter()
@@ -303,7 +299,6 @@ class _Run:
 
         started = time.perf_counter()
         self._cost(context, found, violations)
-        self.index.insert(found)
         self.seconds["cost"] += time.perf_counter() - started
         if is_head:
             self.summary.sessions += 1
@@ -331,125 +326,38 @@ class _Run:
         return others[0].context if others else None
 
     def _cost(self, context: LintContext, found, violations) -> None:
-        """Report the findings and charge them (`pcache.rules.cost`); add up the summary."""
+        """Report the findings, charge them (`pcache.rules.cost`) and add up the summary."""
         current = context.current
-        profile, size = self.settings.profile, self.settings.block_size
-        token_ids = current.token_ids
-        num_tokens = len(token_ids)
-        reused = reusable(profile, found.length, num_tokens, size)
-        cold = self.index.num_prompts == 0
+        reference = self._reference(context)
         claims: list[Claim] = []
-        claimed: list[Violation] = []
         rounding: list[Diagnostic] = []
         for rule, violation in violations:
             if not self._wanted(rule, violation):
                 continue
             position = self._position(current, violation)
             diagnostic = self._report(rule, violation, current, position)
-            if cold or violation.hint:
-                continue  # the log's first request is never blamed for being first
+            if violation.hint or violation.claims == "none":
+                continue
             if violation.claims == "rounding":
                 rounding.append(diagnostic)
-            elif violation.claims == "divergence":
-                span = self._span(current, violation, position)
-                if span is not None:
-                    claims.append(Claim(diagnostic, *span, reference_end=len(token_ids)))
-                    claimed.append(violation)
-        reference = self._reference(context)
-        for claim, violation in zip(claims, claimed, strict=True):
-            claim.reference_end = self._reference_end(reference, violation, claim.end)
-        namespace = current.request.cache_salt
-        undone = undo(
-            self.index,
-            profile,
-            token_ids,
-            namespace,
-            found,
-            reference.token_ids if reference is not None else None,
-            claims,
+                continue
+            claim = claim_for(diagnostic, violation, position, current, reference)
+            if claim is not None:
+                claims.append(claim)
+        settled = self.costs.settle(current, found, reference, claims, rounding)
+        for diagnostic, tokens in settled.charged:
+            diagnostic.tokens_reprefilled += tokens
+            self.totals[diagnostic.code].tokens_reprefilled += tokens
+        summary = self.summary
+        summary.unattributed["session_start" if context.is_session_head else "continuation"] += (
+            settled.unattributed
         )
-        left = num_tokens - reused
-        for diagnostic, saved in undone.charged:
-            self._charge(diagnostic, saved)
-            left -= saved
-        if rounding and not undone.charged:
-            lost = min(max(min(found.length, num_tokens) - reused, 0), left)
-            self._charge(rounding[0], lost)
-            left -= lost
-        assert left >= 0, left
-        self.summary.unattributed[
-            "session_start" if context.is_session_head else "continuation"
-        ] += left
-        self._if_fixed(current, found, undone, reference, claims)
-        self.summary.requests += 1
-        self.summary.prompt_tokens += num_tokens
-        self.summary.reusable_tokens += reused
-
-    def _if_fixed(self, current: RequestContext, found, undone, reference, claims) -> None:
-        """Replay this request, its named changes undone, through the fixed log's cache."""
-        tokens = current.token_ids
-        if self.fixed_index is None:  # the fixed log is the log so far: `undone` holds
-            if undone.token_ids is not tokens:
-                self.fixed_index = self.index.copy()
-        else:
-            fixed_reference, inherited = None, 0
-            if reference is not None:
-                fixed_reference = reference.fixed_token_ids or reference.token_ids
-                if reference.fixed_token_ids is not None:
-                    inherited = common_prefix_length(tokens, reference.token_ids)
-            namespace = current.request.cache_salt
-            match = self.fixed_index.match(tokens, namespace)
-            undone = undo(
-                self.fixed_index,
-                self.settings.profile,
-                tokens,
-                namespace,
-                match,
-                fixed_reference,
-                claims,
-                inherited,
-                len(reference.token_ids) if reference is not None else None,
-            )
-        if undone.token_ids is not tokens:
-            current.fixed_token_ids = undone.token_ids
-            self.summary.requests_changed_if_fixed += 1
-        if self.fixed_index is not None:
-            self.fixed_index.insert(undone.match)
-        self.summary.prompt_tokens_if_fixed += len(undone.token_ids)
-        self.summary.reusable_tokens_if_fixed += undone.reused
-
-    def _reference_end(self, reference, violation: Violation, end: int) -> int:
-        """Last token of the text a finding names, in the request's reference."""
-        if reference is None:
-            return end
-        span = self._span(reference, violation, None)
-        return max(span[1], end) if span is not None else len(reference.token_ids)
-
-    def _span(self, current: RequestContext, violation: Violation, position: int | None):
-        """First and last token of the text a finding names (None: it names no text): what
-        was rendered from its path, or else from the nearest enclosing path rendered."""
-        if violation.at_template or not current.is_chat or not violation.json_path:
-            return None if position is None else (position, position + SLACK)
-        path = violation.json_path
-        if path.endswith("]") and "[" in path:  # an element: the change may move the others
-            path = path[: path.rindex("[")]
-        spans = current.rendered.spans
-        chars = [
-            (s.start, s.end)
-            for s in spans
-            if s.path == path or s.path.startswith((path + ".", path + "["))
-        ]
-        if not chars:
-            enclosing = [s for s in spans if path.startswith((s.path + ".", s.path + "["))]
-            longest = max((len(s.path) for s in enclosing), default=0)
-            chars = [(s.start, s.end) for s in enclosing if len(s.path) == longest]
-        if not chars:
-            return None if position is None else (position, position + SLACK)
-        first = current.token_of_char(min(start for start, _ in chars))
-        last = current.token_of_char(max(end for _, end in chars) - 1)
-        if position is not None:
-            first = min(first, position)
-        return first, last
+        summary.requests += 1
+        summary.prompt_tokens += len(current.token_ids)
+        summary.reusable_tokens += settled.reused
+        summary.prompt_tokens_if_fixed += settled.fixed_tokens
+        summary.reusable_tokens_if_fixed += settled.fixed_reused
+        summary.requests_changed_if_fixed += settled.changed
 
     def _position(self, current: RequestContext, violation: Violation) -> int | None:
         if violation.token_position is not None:
@@ -518,10 +426,6 @@ class _Run:
 
     def _total(self, rule: Rule) -> RuleTotal:
         return self.totals.setdefault(rule.code, RuleTotal(rule.code, rule.name))
-
-    def _charge(self, diagnostic: Diagnostic, tokens: int) -> None:
-        diagnostic.tokens_reprefilled += tokens
-        self.totals[diagnostic.code].tokens_reprefilled += tokens
 
     def finish(self) -> LintReport:
         self.summary.rules = [self.totals[code] for code in sorted(self.totals)]
