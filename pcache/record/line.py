@@ -33,11 +33,15 @@ class PendingLine:
     body: bytes
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def iso(moment: datetime | None = None) -> str:
+    """UTC ISO 8601 with milliseconds (a naive `moment` is local time); now by default."""
+    moment = datetime.now(timezone.utc) if moment is None else moment.astimezone(timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def begin_line(method: str, url: str, body: bytes, session: SessionKey) -> PendingLine | None:
+def begin_line(
+    method: str, url: str, body: bytes, session: SessionKey, timestamp: str | None = None
+) -> PendingLine | None:
     """The pending line of a request, or None when its body is not a request pcache reads."""
     if not body:
         return None
@@ -51,7 +55,7 @@ def begin_line(method: str, url: str, body: bytes, session: SessionKey) -> Pendi
         body = orjson.dumps(parsed)
     session_id = session(parsed) if callable(session) else session
     return PendingLine(
-        now_iso(), None if session_id is None else str(session_id), method, url, body
+        timestamp or iso(), None if session_id is None else str(session_id), method, url, body
     )
 
 
