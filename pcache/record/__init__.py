@@ -7,6 +7,8 @@ byte for byte, responses reach the application untouched, headers are never writ
 failure to write never fails the request.
 """
 
+from pcache.record.assertions import assert_cacheable, assert_prefix_stable
+from pcache.record.recorder import Recorder
 from pcache.record.transport import AsyncTransport, Transport
 
-__all__ = ["AsyncTransport", "Transport"]
+__all__ = ["AsyncTransport", "Recorder", "Transport", "assert_cacheable", "assert_prefix_stable"]

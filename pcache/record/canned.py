@@ -117,3 +117,24 @@ def anthropic_message(
         "stop_sequence": None,
         "usage": usage or {"input_tokens": 0, "output_tokens": 0},
     }
+
+
+class CannedTransport:
+    """A transport (sync and async, httpx or httpx2) that answers from `CannedResponses`."""
+
+    def __init__(self, responses: CannedResponses):
+        self.responses = responses
+
+    def handle_request(self, request: Any) -> Any:
+        request.read()
+        return self.responses(request)
+
+    async def handle_async_request(self, request: Any) -> Any:
+        await request.aread()
+        return self.responses(request)
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
