@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import pytest
-
 from tests.conftest import ROOT
 
 if sys.version_info >= (3, 11):
