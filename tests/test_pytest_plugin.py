@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 # The plugin by module name; `no:pcache` keeps an installed entry point from loading it twice.
 PLUGIN_ARGS = ("-p", "no:pcache", "-p", "pcache.record.pytest_plugin", "-p", "no:cacheprovider")
 
-AGENT_TESTS = '''
+AGENT_TESTS = """
 import itertools
 
 from openai import OpenAI
@@ -57,7 +57,7 @@ def test_clock_in_system_prompt(pcache_recorder):
     client = OpenAI(api_key="test", http_client=pcache_recorder.client())
     chat(client, lambda: f"{SYSTEM}Now: 2026-03-02 10:16:{next(SECONDS):02d} UTC.")
     assert_prefix_stable(pcache_recorder.requests)
-'''
+"""
 
 
 def test_a_passing_and_a_failing_agent_test(pytester):
@@ -74,14 +74,14 @@ def test_a_passing_and_a_failing_agent_test(pytester):
 
 def test_assert_cacheable_fails_below_its_threshold(pytester):
     pytester.makepyfile(
-        test_ratio='''
+        test_ratio="""
 from pcache.record import assert_cacheable
 
 def test_unrelated_prompts():
     requests = [{"messages": [{"role": "user", "content": f"question {n} " * 40}]}
                 for n in ("one", "two")]
     assert_cacheable(requests, min_ratio=0.9)
-'''
+"""
     )
     result = pytester.runpytest(*PLUGIN_ARGS)
     result.assert_outcomes(failed=1)
