@@ -101,7 +101,7 @@ def anthropic_responses() -> list[dict]:
     ]
 
 
-def _anthropic_turns(clock: Callable[[], str] | None):
+def _anthropic_turns(clock: Callable[[], str] | None, base: str = SYSTEM):
     tools = [
         {
             "name": PARCEL_TOOL["name"],
@@ -111,7 +111,7 @@ def _anthropic_turns(clock: Callable[[], str] | None):
     ]
 
     def system() -> str:
-        return SYSTEM if clock is None else f"{SYSTEM}Current time: {clock()}."
+        return base if clock is None else f"{base}Current time: {clock()}."
 
     return tools, system
 
@@ -131,8 +131,10 @@ def _after_reply(response, history: list[dict]) -> str | None:
     return None
 
 
-def anthropic_agent(client, clock: Callable[[], str] | None = None) -> str:
-    tools, system = _anthropic_turns(clock)
+def anthropic_agent(
+    client, clock: Callable[[], str] | None = None, system_prompt: str = SYSTEM
+) -> str:
+    tools, system = _anthropic_turns(clock, system_prompt)
     history: list[dict] = [{"role": "user", "content": "Where is my parcel P-42?"}]
     answer = None
     for follow_up in (None, "Thanks!"):
@@ -143,6 +145,7 @@ def anthropic_agent(client, clock: Callable[[], str] | None = None) -> str:
             response = client.messages.create(
                 model="claude-sonnet-4-6",
                 max_tokens=512,
+                cache_control={"type": "ephemeral"},  # cache up to the last message
                 system=system(),
                 tools=tools,
                 messages=history,
@@ -163,6 +166,7 @@ async def async_anthropic_agent(client, clock: Callable[[], str] | None = None) 
             response = await client.messages.create(
                 model="claude-sonnet-4-6",
                 max_tokens=512,
+                cache_control={"type": "ephemeral"},  # cache up to the last message
                 system=system(),
                 tools=tools,
                 messages=history,
