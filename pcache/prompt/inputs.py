@@ -12,7 +12,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from pcache.prompt.loading import Document, iter_documents
+from pcache.errors import InputError
+from pcache.prompt.loading import Document, display_name, iter_documents
 from pcache.prompt.request import Request, request_from_document
 
 MEMORY = "<memory>"
@@ -33,18 +34,19 @@ def is_path(value: Any) -> bool:
     return isinstance(value, str | os.PathLike)
 
 
-def _items(items: Any) -> list[Any]:
-    if is_path(items) or isinstance(items, dict | Request) or hasattr(items, "model_dump"):
-        return [items]
-    return list(items)
+def _is_single(items: Any) -> bool:
+    return is_path(items) or isinstance(items, dict | Request) or hasattr(items, "model_dump")
 
 
 def iter_inputs(
     items: Any, source: str = MEMORY
 ) -> Iterator[Request | tuple[str, int | None, Any]]:
-    """Each `Request` given, and (source, line, JSON value) for everything else, in order."""
-    count = 0
-    for item in _items(items):
+    """Each `Request` given, and (source, line, JSON value) for everything else, in order.
+
+    One in-memory value has no line; values of a sequence are numbered from 1.
+    """
+    single = _is_single(items)
+    for count, item in enumerate([items] if single else items, 1):
         if isinstance(item, Request):
             yield item
         elif is_path(item):
@@ -52,16 +54,28 @@ def iter_inputs(
                 assert isinstance(document, Document)
                 yield document.source, document.line, document.value
         else:
-            count += 1
-            yield source, count, plain(item)
+            yield source, None if single else count, plain(item)
+
+
+def iter_requests(items: Any, source: str = MEMORY) -> Iterator[Request]:
+    """Every request in `items` (one item or a sequence; see the module docstring), in order."""
+    for entry in iter_inputs(items, source):
+        yield entry if isinstance(entry, Request) else request_from_document(entry[2], *entry[:2])
 
 
 def requests_from(items: Any, source: str = MEMORY) -> list[Request]:
-    """Every request in `items` (one item or a sequence; see the module docstring), in order."""
-    return [
-        entry if isinstance(entry, Request) else request_from_document(entry[2], *entry[:2])
-        for entry in iter_inputs(items, source)
-    ]
+    return list(iter_requests(items, source))
+
+
+def one_request(item: Any, source: str = MEMORY) -> Request:
+    """The single request `item` is or holds (a file must hold exactly one)."""
+    requests = iter_requests(item, source)
+    first = next(requests, None)
+    if first is None:
+        raise InputError(display_name(item) if is_path(item) else source, "holds no request")
+    if next(requests, None) is not None:
+        raise InputError(first.source, "holds several requests; pass a file with one request")
+    return first
 
 
 def values_from(items: Any, source: str = MEMORY) -> list[Any]:
