@@ -131,9 +131,8 @@ def _after_reply(response, history: list[dict]) -> str | None:
     return None
 
 
-def anthropic_agent(
-    client, clock: Callable[[], str] | None = None, system_prompt: str = SYSTEM
-) -> str:
+def _anthropic_steps(clock: Callable[[], str] | None, system_prompt: str):
+    """The agent's conversation: yields each request's arguments, is sent each response."""
     tools, system = _anthropic_turns(clock, system_prompt)
     history: list[dict] = [{"role": "user", "content": "Where is my parcel P-42?"}]
     answer = None
@@ -142,34 +141,35 @@ def anthropic_agent(
             history.append({"role": "user", "content": follow_up})
         answer = None
         while answer is None:
-            response = client.messages.create(
-                model="claude-sonnet-4-6",
-                max_tokens=512,
-                cache_control={"type": "ephemeral"},  # cache up to the last message
-                system=system(),
-                tools=tools,
-                messages=history,
-            )
+            response = yield {
+                "model": "claude-sonnet-4-6",
+                "max_tokens": 512,
+                "cache_control": {"type": "ephemeral"},  # cache up to the last message
+                "system": system(),
+                "tools": tools,
+                "messages": history,
+            }
             answer = _after_reply(response, history)
     return answer or ""
+
+
+def anthropic_agent(
+    client, clock: Callable[[], str] | None = None, system_prompt: str = SYSTEM
+) -> str:
+    steps = _anthropic_steps(clock, system_prompt)
+    arguments = next(steps)
+    try:
+        while True:
+            arguments = steps.send(client.messages.create(**arguments))
+    except StopIteration as done:
+        return done.value
 
 
 async def async_anthropic_agent(client, clock: Callable[[], str] | None = None) -> str:
-    tools, system = _anthropic_turns(clock)
-    history: list[dict] = [{"role": "user", "content": "Where is my parcel P-42?"}]
-    answer = None
-    for follow_up in (None, "Thanks!"):
-        if follow_up:
-            history.append({"role": "user", "content": follow_up})
-        answer = None
-        while answer is None:
-            response = await client.messages.create(
-                model="claude-sonnet-4-6",
-                max_tokens=512,
-                cache_control={"type": "ephemeral"},  # cache up to the last message
-                system=system(),
-                tools=tools,
-                messages=history,
-            )
-            answer = _after_reply(response, history)
-    return answer or ""
+    steps = _anthropic_steps(clock, SYSTEM)
+    arguments = next(steps)
+    try:
+        while True:
+            arguments = steps.send(await client.messages.create(**arguments))
+    except StopIteration as done:
+        return done.value

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -70,9 +71,16 @@ class _Recorder:
 class _Watch:
     """Feeds the chunks of one response to a usage scanner; writes the line when it ends."""
 
-    def __init__(self, recorder: _Recorder, pending: PendingLine, status: int, kind: str, enc: str):
+    def __init__(
+        self,
+        recorder: _Recorder,
+        pending: PendingLine,
+        status: int,
+        content_type: str,
+        content_encoding: str,
+    ):
         self.recorder, self.pending, self.status = recorder, pending, status
-        self.scanner = UsageScanner(kind, enc)
+        self.scanner = UsageScanner(content_type, content_encoding)
         self.done = False
 
     def feed(self, chunk: bytes) -> None:
@@ -134,13 +142,7 @@ def _stream_class(watched: type, base: type) -> type:
     return type(watched.__name__, (watched, base), {})
 
 
-class Transport:
-    """Records every request sent through `transport` (default: httpx's own) to JSONL `path`.
-
-    `session_id` is a fixed id or a function of the request body. Requests that never got a
-    response are not recorded (no cache saw them), nor are bodies pcache cannot read.
-    """
-
+class _RecordingTransport:
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -152,8 +154,16 @@ class Transport:
         self.recorder = _Recorder(path, session_id)
 
     @property
-    def path(self):
+    def path(self) -> Path:
         return self.recorder.writer.path
+
+
+class Transport(_RecordingTransport):
+    """Records every request sent through `transport` (default: httpx's own) to JSONL `path`.
+
+    `session_id` is a fixed id or a function of the request body. Requests that never got a
+    response are not recorded (no cache saw them), nor are bodies pcache cannot read.
+    """
 
     def handle_request(self, request: Any) -> Any:
         http = http_module(request)
@@ -188,22 +198,8 @@ class Transport:
         self.close()
 
 
-class AsyncTransport:
+class AsyncTransport(_RecordingTransport):
     """The asyncio twin of `Transport` (default inner transport: httpx's AsyncHTTPTransport)."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        transport: Any = None,
-        *,
-        session_id: SessionKey = None,
-    ):
-        self.inner = transport
-        self.recorder = _Recorder(path, session_id)
-
-    @property
-    def path(self):
-        return self.recorder.writer.path
 
     async def handle_async_request(self, request: Any) -> Any:
         http = http_module(request)
