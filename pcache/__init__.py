@@ -10,10 +10,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pcache.api import diff, hash, replay
+    from pcache.api import diff, hash, lint, replay
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "diff", "hash", "replay"]
+__all__ = ["__version__", "diff", "hash", "lint", "replay"]
 
 _MODULES = {"diff": "pcache.diff", "replay": "pcache.replay"}
 """API names that are also modules: the module, made callable, is the function."""

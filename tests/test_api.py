@@ -11,7 +11,7 @@ import pytest
 from anthropic.types import Message
 
 import pcache
-from pcache.errors import InputError
+from pcache.errors import InputError, UsageError
 from tests.conftest import ROOT, SAMPLES
 from tests.test_cli_basics import HEAVY
 
@@ -109,3 +109,27 @@ def test_the_api_names_stay_functions_after_their_modules_are_imported():
     assert run_module.run_replay
     assert pcache.diff(A, B).cause is not None
     assert pcache.replay(SAMPLES / "traces" / "requests_tiny.jsonl").reports
+
+
+def _clocked(seconds: int, *turns: str) -> dict:
+    system = {"role": "system", "content": f"Parcel desk. Now: 2026-03-02 10:16:{seconds:02d} UTC."}
+    return {"messages": [system, *({"role": "user", "content": turn} for turn in turns)]}
+
+
+def test_lint_of_files_is_the_commands_json(cli):
+    prompts = SAMPLES / "prompts"
+    command = cli("lint", prompts, "--format", "json")
+    report = pcache.lint(prompts)
+    assert orjson.loads(command.stdout)["findings"] == [d.as_dict() for d in report.diagnostics]
+
+
+def test_lint_of_bodies_in_memory():
+    report = pcache.lint([_clocked(2, "Where is P-42?"), _clocked(9, "Where is P-42?", "Thanks")])
+    clocks = [d for d in report.diagnostics if d.code == "PC101"]
+    assert clocks and {d.json_path for d in clocks} == {"messages[0].content"}
+    assert report.summary.requests == 2
+
+
+def test_lint_takes_paths_or_requests_not_both():
+    with pytest.raises(UsageError, match="paths or requests"):
+        pcache.lint([A, orjson.loads(B.read_bytes())])
