@@ -176,23 +176,17 @@ def _expand(value: str, inputs: dict[str, str]) -> str:
     return re.sub(r"\$\{\{\s*(inputs|github)\.([\w-]+)\s*\}\}", lookup, value)
 
 
-def test_the_action_steps_run_as_a_runner_runs_them(tmp_path):
-    """Each `run` step of action.yml, in bash, with the README workflow's inputs (the install
-    step is skipped: this checkout is already importable)."""
+def _run_action(workspace: Path, inputs: dict[str, str]) -> dict[str, subprocess.CompletedProcess]:
+    """Each `run` step of action.yml in bash, as a runner runs it (the install step is skipped:
+    this checkout is already importable)."""
     action = yaml.safe_load((ROOT / "action.yml").read_text())
-    (step,) = [
-        s for s in _readme_workflow()["jobs"]["pcache"]["steps"] if "/pcache@" in s.get("uses", "")
-    ]
-    inputs = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
-    inputs.update({name: str(value) for name, value in step["with"].items()})
-    workspace = tmp_path / "workspace"
-    record(workspace / inputs["paths"] / "clean.jsonl", days_ago=2)
-    record(workspace / inputs["paths"] / "clocked.jsonl", clock=ticking_clock(), days_ago=1)
+    given = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
+    given.update(inputs)
     outcomes = {}
     for run_step in action["runs"]["steps"]:
         if "run" not in run_step or run_step["name"] == "Install pcache":
             continue
-        env = {k: _expand(v, inputs) for k, v in run_step.get("env", {}).items()}
+        env = {k: _expand(v, given) for k, v in run_step.get("env", {}).items()}
         outcomes[run_step["name"]] = subprocess.run(
             [shutil.which("bash"), "-e", "-c", run_step["run"]],
             cwd=workspace,
@@ -201,9 +195,24 @@ def test_the_action_steps_run_as_a_runner_runs_them(tmp_path):
             text=True,
             timeout=300,
         )
+    return outcomes
+
+
+def _readme_inputs() -> dict[str, str]:
+    steps = _readme_workflow()["jobs"]["pcache"]["steps"]
+    (step,) = [s for s in steps if "/pcache@" in s.get("uses", "")]
+    return {name: str(value) for name, value in step["with"].items()}
+
+
+def test_the_action_steps_run_as_a_runner_runs_them(tmp_path):
+    inputs = _readme_inputs()
+    workspace = tmp_path / "workspace"
+    record(workspace / inputs["paths"] / "clean.jsonl", days_ago=2)
+    record(workspace / inputs["paths"] / "clocked.jsonl", clock=ticking_clock(), days_ago=1)
+    outcomes = _run_action(workspace, inputs)
     sarif_run = outcomes["Write the SARIF report"]
     assert sarif_run.returncode == 0, sarif_run.stderr
-    sarif = json.loads((workspace / inputs["sarif-file"]).read_text())
+    sarif = json.loads((workspace / "pcache.sarif").read_text())
     jsonschema.validate(sarif, json.loads(SARIF_SCHEMA.read_text()))
     rules = {result["ruleId"] for result in sarif["runs"][0]["results"]}
     assert "PC101" in rules
@@ -212,3 +221,18 @@ def test_the_action_steps_run_as_a_runner_runs_them(tmp_path):
     errors = [line for line in annotate.stdout.splitlines() if line.startswith("::error ")]
     assert errors and all("clocked.jsonl" in line for line in errors)
     assert "clean.jsonl" not in annotate.stdout
+
+
+def test_with_since_the_action_reports_only_new_findings(tmp_path):
+    inputs = _readme_inputs() | {"since": "HEAD"}
+    workspace = tmp_path / "workspace"
+    record(workspace / inputs["paths"] / "clocked.jsonl", clock=ticking_clock(), days_ago=1)
+    _git(workspace, "init", "-q")
+    _git(workspace, "-c", "user.email=ci@example.test", "-c", "user.name=CI", "add", "-A")
+    _git(workspace, "-c", "user.email=ci@example.test", "-c", "user.name=CI", "commit", "-qm", "x")
+    outcomes = _run_action(workspace, inputs)
+    annotate = outcomes["Annotate the findings"]
+    assert annotate.returncode == 0, annotate.stdout + annotate.stderr
+    assert annotate.stdout == ""
+    sarif = json.loads((workspace / "pcache.sarif").read_text())
+    assert sarif["runs"][0]["results"] == []
