@@ -316,3 +316,37 @@ def test_concurrent_async_requests_append_whole_lines(tmp_path):
     assert sorted(int(line["body"]["messages"][0]["content"]) for line in _lines(path)) == list(
         range(100)
     )
+
+
+JSON_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(contents=st.lists(JSON_TEXT, min_size=1, max_size=4), indent=st.booleans())
+def test_any_body_is_one_line_holding_the_same_json(tmp_path_factory, contents, indent):
+    path = tmp_path_factory.mktemp("bodies") / "r.jsonl"
+    body = {"model": "m", "messages": [{"role": "user", "content": text} for text in contents]}
+    raw = orjson.dumps(body, option=orjson.OPT_INDENT_2 if indent else 0)
+    client = httpx2.Client(transport=Transport(path, httpx2.MockTransport(_echo_handler([]))))
+    headers = {"content-type": "application/json"}
+    client.post("http://127.0.0.1:9/v1/chat/completions", content=raw, headers=headers)
+    data = path.read_bytes()
+    assert data.count(b"\n") == 1
+    assert orjson.loads(data)["body"] == body
+    if not indent:  # a one-line body is kept byte for byte
+        assert data.endswith(b',"body":' + raw + b"}\n")
+
+
+def test_a_session_function_that_raises_never_fails_the_request(tmp_path, caplog):
+    path = tmp_path / "r.jsonl"
+
+    def broken(body):
+        raise KeyError("conversation")
+
+    transport = Transport(path, httpx2.MockTransport(_echo_handler([])), session_id=broken)
+    client = httpx2.Client(transport=transport)
+    body = {"messages": [{"role": "user", "content": "x"}]}
+    with caplog.at_level(logging.ERROR, logger="pcache.record"):
+        response = client.post("http://127.0.0.1:9/v1/chat/completions", json=body)
+    assert response.status_code == 200 and not path.exists()
+    assert "cannot record" in caplog.text
