@@ -89,3 +89,9 @@ def test_outside_a_repository_is_a_usage_error(tmp_path):
     result = run_pcache("lint", "a.jsonl", "--diff", "HEAD", cwd=tmp_path)
     assert result.returncode == 2
     assert "--diff needs a git repository" in result.stderr.decode()
+
+
+def test_stdin_has_no_history(repo):
+    result = run_pcache("lint", "-", "--diff", "HEAD", input=_line("a", None, "Hi"), cwd=repo)
+    assert result.returncode == 2
+    assert "stdin has no history" in result.stderr.decode() and b"Traceback" not in result.stderr
