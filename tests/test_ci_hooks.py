@@ -125,9 +125,9 @@ def test_the_hook_runs_under_pre_commit_and_respects_the_configuration(fixture_r
     _git(fixture_repo, "add", "-A")
     result = _pre_commit(fixture_repo)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "requests/clocked.jsonl:1:1: PC101" in result.stdout
-    assert "requests/legacy/clocked.jsonl" in result.stdout  # the file was linted...
-    assert "requests/legacy/clocked.jsonl:1:1: PC101" not in result.stdout  # ...as configured
+    assert "requests/clocked.jsonl:2:1: PC101" in result.stdout
+    assert "in 9 requests" in result.stdout  # the three files were linted...
+    assert "requests/legacy/clocked.jsonl:2:1: PC101" not in result.stdout  # ...as configured
     assert "notes.txt" not in result.stdout
 
     _git(fixture_repo, "rm", "-q", "-f", "requests/clocked.jsonl", "requests/legacy/clocked.jsonl")
