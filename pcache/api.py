@@ -141,6 +141,7 @@ def lint(
         date=validate_date(date or defaults.date),
         selection=selection,
         fix=fix,
+        template_chosen=bool(tokenizer or settings.tokenizer),
     )
     if options.profile not in ("vllm", "sglang", "openai", "anthropic"):
         raise UsageError(
@@ -173,6 +174,10 @@ def _only_new(report: LintReport, paths: list[str], since: str, options: Any, se
         base_files = files_at_revision(since, expand_paths(paths), root, base_root)
         base = lint_paths(base_files, options, settings).diagnostics if base_files else []
         report.diagnostics = introduced(report.diagnostics, base, root, base_root)
+    selection = options.selection
+    report.failing = sum(
+        1 for d in report.diagnostics if d.severity != "info" or selection.is_explicit(d.code)
+    )
     return report
 
 

@@ -111,5 +111,5 @@ def lint_command(
             progress=advance,
         )
     lint_output.print_report(report, format)
-    if report.diagnostics and not exit_zero:
+    if report.failing and not exit_zero:
         raise typer.Exit(1)
