@@ -1,1 +1,8 @@
-"""Replaying a trace: the drivers (simulate, engine, endpoint) and their report."""
+"""Replay drivers (simulate, engine, endpoint) and their one report type.
+
+The package is callable: `pcache.replay(trace, ...)` is `pcache.api.replay`.
+"""
+
+from pcache.api import callable_module
+
+callable_module(__name__, "replay")
