@@ -51,7 +51,12 @@ def materialize(trace: Trace, options: EndpointOptions) -> Trace:
 
 
 def _documents(trace: Trace) -> dict[int | None, Any]:
+    import os
+
     from pcache.prompt.loading import iter_values
+
+    if not os.path.isfile(trace.source):
+        raise UsageError("--api chat and anthropic send the trace's own bodies: give a file")
 
     return {
         entry[0]: entry[1]
