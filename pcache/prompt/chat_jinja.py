@@ -42,10 +42,45 @@ class TemplateRaised(Exception):
     """The template called `raise_exception(message)`."""
 
 
+class _IndentedDumps:
+    """`json.dumps` with an indent runs in pure Python, and templates indent the same tools in
+    every request: results are kept under the compact dump (C-fast), which determines them."""
+
+    max_chars = 4_000_000
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple, str] = {}
+        self.chars = 0
+
+    def dumps(self, value: Any, ensure_ascii, indent, separators, sort_keys) -> str:
+        compact = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys)
+        key = (compact, ensure_ascii, indent, separators)
+        text = self.texts.get(key)
+        if text is None:
+            text = json.dumps(
+                value,
+                ensure_ascii=ensure_ascii,
+                indent=indent,
+                separators=separators,
+                sort_keys=sort_keys,
+            )
+            size = len(compact) + len(text)
+            if self.chars + size > self.max_chars:
+                self.texts.clear()
+                self.chars = 0
+            if size <= self.max_chars:
+                self.texts[key] = text
+                self.chars += size
+        return text
+
+
+_INDENTED = _IndentedDumps()
+
+
 def _tojson(value: Any, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
+    if indent is not None:
+        return _INDENTED.dumps(value, ensure_ascii, indent, separators, sort_keys)
+    return json.dumps(value, ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys)
 
 
 def _raise_exception(message: Any) -> None:

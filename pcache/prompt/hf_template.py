@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from pcache.prompt.chat_jinja import (
     template_messages,
 )
 from pcache.prompt.hf_files import ModelFiles, locate_model_files
+from pcache.prompt.hf_pieces import HFPieces, monotonic_starts
 from pcache.prompt.provenance import locate_spans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request, request_from_document
@@ -79,6 +81,14 @@ class HFTemplateRenderer:
         return "default" if "default" in self.templates else "tool_use"
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
+        text, spans = self.render_text_deferred(request, options)
+        return text, spans()
+
+    def render_text_deferred(
+        self, request: Request, options: RenderOptions
+    ) -> tuple[str, Callable[[], list[Span]]]:
+        """The rendered text, and a function computing its spans (a second, fenced render and
+        a search: most of the cost of rendering, needed only where a position is reported)."""
         if not request.messages:
             raise InputError(request.label, "no messages to apply the chat template to")
         tools = request.tools or None
@@ -107,19 +117,18 @@ class HFTemplateRenderer:
                 f"{request.label}: the {self.label} chat template failed:"
                 f" {type(error).__name__}: {_one_line(error)}"
             ) from None
-        return text, locate_spans(text, request, render_messages)
+        return text, lambda: locate_spans(text, request, render_messages)
+
+    def piece_encoder(self) -> HFPieces | None:
+        """Encodes the pieces between added tokens apart (None if this tokenizer cannot)."""
+        return HFPieces.of(self.tokenizer)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
         encoding = self.tokenizer.encode(text, add_special_tokens=False)
-        starts: list[int] = []
-        previous = 0
-        for start, _ in encoding.offsets:
-            previous = max(previous, start)
-            starts.append(previous)
-        return encoding.ids, starts
+        return encoding.ids, monotonic_starts(encoding.offsets)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=False)
@@ -136,6 +145,8 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     except Exception as error:
         message = f"{files.tokenizer}: not a loadable tokenizer: {_one_line(error)}"
         raise TokenizerError(message) from None
+    tokenizer.no_truncation()  # as transformers encodes a chat: whole, unpadded
+    tokenizer.no_padding()
     config = _read_json(files.config) if files.config else {}
     templates = _templates(files, config)
     special_tokens = _special_tokens(files, config)

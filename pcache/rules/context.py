@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import Profile
+from pcache.errors import TokenizerError
 from pcache.prefix import common_prefix_length
 from pcache.prompt.render import render
 from pcache.prompt.rendered import RenderedPrompt, Span
@@ -46,7 +48,7 @@ class RequestContext:
         self.session = session
         self.identity = identity_of(request)
         self._rendered: RenderedPrompt | None = None
-        self._text: tuple[str, list[Span]] | None = None
+        self._text: tuple[str, Callable[[], list[Span]]] | None = None
         self._token_ids: list[int] | None = None
         self._segments: Any = None
         self._history_keys: list[tuple] | None = None
@@ -91,7 +93,7 @@ class RequestContext:
             renderer = self.settings.renderer
             if not self.is_chat or not hasattr(renderer, "encode_segments"):
                 return self.rendered.token_ids
-            self._text = renderer.render_text(self.request, self.settings.options())
+            self._text = renderer.render_text_deferred(self.request, self.settings.options())
             self._token_ids, self._segments = renderer.encode_segments(self._text[0])
         return self._token_ids
 
@@ -107,7 +109,7 @@ class RequestContext:
                     text,
                     self._token_ids,
                     starts,
-                    spans,
+                    spans(),
                     renderer.name,
                     renderer.template_digest,
                 )
@@ -124,11 +126,29 @@ class RequestContext:
             options = self.settings.options(add_generation_prompt)
             renderer = self.settings.renderer
             if hasattr(renderer, "encode_segments"):
-                text, _ = renderer.render_text(truncated, options)
-                self._prefix_tokens[key] = renderer.encode(text)
+                try:
+                    text, _ = renderer.render_text_deferred(truncated, options)
+                except TokenizerError:  # e.g. Llama 3.1 puts tools into the first user message
+                    self._prefix_tokens[key] = self._tokens_before_paths_of(count)
+                else:
+                    self._prefix_tokens[key] = renderer.encode(text)
             else:
                 self._prefix_tokens[key] = render(truncated, renderer, options).token_ids
         return self._prefix_tokens[key]
+
+    def _tokens_before_paths_of(self, count: int) -> list[int]:
+        """The tokens of the full render before the first text from messages[count:], for a
+        template that refuses to render only the first `count` messages."""
+        first = min(
+            (
+                span.start
+                for span in self.rendered.spans
+                if _message_index(span.normalized) is not None
+                and _message_index(span.normalized) >= count
+            ),
+            default=len(self.rendered.text),
+        )
+        return self.token_ids[: self.token_of_char(first)] if first else []
 
     def tokens_before_message(self, index: int) -> int:
         """Tokens of the full render shared with a render that stops before message `index`."""
@@ -242,6 +262,13 @@ class LintContext:
     @property
     def settings(self) -> LintSettings:
         return self.current.settings
+
+
+def _message_index(normalized_path: str) -> int | None:
+    """The message index of a normalized path (`messages[3].content` -> 3), else None."""
+    if not normalized_path.startswith("messages["):
+        return None
+    return int(normalized_path[9 : normalized_path.index("]")])
 
 
 def identity_of(request: Request) -> str:
