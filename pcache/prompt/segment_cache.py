@@ -227,9 +227,10 @@ class SegmentCachedRenderer:
         while self.cached_tokens > self.max_cached_tokens and len(cache) > len(new):
             _, old = cache.popitem(last=False)
             self.cached_tokens -= len(old.ids)
-        return [new[piece] if entry is None else entry for piece, entry in zip(
-            pieces, found, strict=True
-        )]
+        return [
+            new[piece] if entry is None else entry
+            for piece, entry in zip(pieces, found, strict=True)
+        ]
 
     def check_integrity(self) -> None:
         assert self.cached_tokens == sum(len(entry.ids) for entry in self.pieces.values())
