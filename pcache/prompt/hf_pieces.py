@@ -26,10 +26,10 @@ Segment = tuple[int, str, int | None]
 class HFPieces:
     """Cuts text at a tokenizer's non-normalized added tokens; encodes the pieces between."""
 
-    def __init__(self, tokenizer: Any, cut_ids: dict[str, int]):
+    def __init__(self, tokenizer: Any, matched: list[str], cut_ids: dict[str, int]):
         self.tokenizer = tokenizer
         self.cut_ids = cut_ids
-        self.splitter = re.compile(longest_match_pattern(list(cut_ids))) if cut_ids else None
+        self.splitter = re.compile(longest_match_pattern(matched)) if matched else None
 
     @classmethod
     def of(cls, tokenizer: Any) -> HFPieces | None:
@@ -39,25 +39,32 @@ class HFPieces:
         ):
             return None
         text_specials = tokenizer.encode_special_tokens
+        matched: list[str] = []
         cut_ids: dict[str, int] = {}
         for token in tokenizer.get_added_tokens_decoder().values():
-            if token.normalized or not token.content or (token.special and text_specials):
+            if token.normalized or not token.content:
                 continue
             if token.lstrip or token.rstrip or token.single_word:
                 return None
-            cut_ids[token.content] = tokenizer.token_to_id(token.content)
-        return cls(tokenizer, cut_ids)
+            matched.append(token.content)
+            if not (token.special and text_specials):
+                cut_ids[token.content] = tokenizer.token_to_id(token.content)
+        return cls(tokenizer, matched, cut_ids)
 
     def segments(self, text: str) -> list[Segment]:
+        """Pieces and cut tokens. A special token read as text (`encode_special_tokens`) is
+        still matched, as the tokenizer matches it, but stays inside its piece."""
         result: list[Segment] = []
         position = 0
         if self.splitter is not None:
             cut_ids = self.cut_ids
             for match in self.splitter.finditer(text):
+                token = match.group()
+                if token not in cut_ids:
+                    continue
                 start = match.start()
                 if start > position:
                     result.append((position, text[position:start], None))
-                token = match.group()
                 result.append((start, token, cut_ids[token]))
                 position = match.end()
         if position < len(text):
