@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+from bisect import bisect_right
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +15,7 @@ from pcache.cache.profiles import load_profile
 from pcache.prefix import common_prefix_length
 from pcache.prompt.chat_jinja import _tojson
 from pcache.prompt.hf_pieces import HFPieces, longest_match_pattern
+from pcache.prompt.provenance import message_index
 from pcache.prompt.render import render, resolve_renderer
 from pcache.prompt.request import request_from_document
 from pcache.prompt.segment_cache import SegmentCachedRenderer
@@ -76,7 +78,11 @@ def test_pieces_encode_exactly_like_the_whole_text(model: str, texts: list[str])
         ids, segments = cached.encode_segments(text)
         assert segments is not None
         assert ids == whole
-        assert cached.starts(text, segments) == renderer.encode_with_starts(text)[1]
+        starts = renderer.encode_with_starts(text)[1]
+        assert cached.starts(text, segments) == starts
+        for char in range(0, len(text) + 1, max(1, len(text) // 7)):
+            expected = max(0, bisect_right(starts, char) - 1)
+            assert cached.token_of_char(text, segments, char) == expected
     cached.check_integrity()
 
 
@@ -113,6 +119,10 @@ def test_lint_tokens_equal_apply_chat_template(model: str, case: str):
         context = RequestContext(request, settings_)
         assert context.token_ids == expected
         whole = render(request, renderer)
+        for index in range(len(request.messages) + 1):  # one fenced render, or the spans
+            starts = [s.start for s in whole.spans if message_index(s.normalized) >= index]
+            _, deferred = renderer.render_text_deferred(request, settings_.options())
+            assert deferred.message_start(index) == min(starts, default=None)
         assert context.rendered.token_starts == whole.token_starts
         assert context.rendered.spans == whole.spans
 

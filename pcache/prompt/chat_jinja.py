@@ -21,6 +21,8 @@ REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 """Names a message's reasoning goes by; templates read `reasoning_content` (gpt-oss: `thinking`)."""
 
 
+_REASONING = frozenset(REASONING_KEYS)
+
 _PINNED_DATE: ContextVar[str] = ContextVar("pinned_date", default=DEFAULT_DATE)
 
 
@@ -165,9 +167,13 @@ def make_environment():
 
 def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages as transformers hands them to a template: None-valued keys dropped, reasoning
-    copied to `thinking` (first) and `reasoning_content` (last)."""
+    copied to `thinking` (first) and `reasoning_content` (last). A message that needs neither
+    is passed as it is (the sandbox is immutable: templates cannot change it)."""
     prepared = []
     for message in messages:
+        if None not in message.values() and _REASONING.isdisjoint(message):
+            prepared.append(message)
+            continue
         message = {key: value for key, value in message.items() if value is not None}
         reasoning = next((message[key] for key in REASONING_KEYS if key in message), None)
         if reasoning is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from pcache.prompt.chat_jinja import (
 )
 from pcache.prompt.hf_files import ModelFiles, locate_model_files
 from pcache.prompt.hf_pieces import HFPieces, monotonic_starts
-from pcache.prompt.provenance import locate_spans
+from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request, request_from_document
 from pcache.prompt.tokenizer import Renderer, RenderOptions
@@ -82,13 +81,12 @@ class HFTemplateRenderer:
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
         text, spans = self.render_text_deferred(request, options)
-        return text, spans()
+        return text, spans.spans()
 
     def render_text_deferred(
         self, request: Request, options: RenderOptions
-    ) -> tuple[str, Callable[[], list[Span]]]:
-        """The rendered text, and a function computing its spans (a second, fenced render and
-        a search: most of the cost of rendering, needed only where a position is reported)."""
+    ) -> tuple[str, DeferredSpans]:
+        """The rendered text, and its spans to be located when asked for."""
         if not request.messages:
             raise InputError(request.label, "no messages to apply the chat template to")
         tools = request.tools or None
@@ -117,7 +115,7 @@ class HFTemplateRenderer:
                 f"{request.label}: the {self.label} chat template failed:"
                 f" {type(error).__name__}: {_one_line(error)}"
             ) from None
-        return text, lambda: locate_spans(text, request, render_messages)
+        return text, DeferredSpans(text, request, render_messages)
 
     def piece_encoder(self) -> HFPieces | None:
         """Encodes the pieces between added tokens apart (None if this tokenizer cannot)."""

@@ -20,11 +20,12 @@ renderer can defer them (`render_text_deferred`), are too.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable
 from itertools import accumulate
 from typing import Any, Protocol
 
+from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
 from pcache.prompt.tokenizer import RenderOptions
@@ -153,13 +154,13 @@ class SegmentCachedRenderer:
 
     def render_text_deferred(
         self, request: Request, options: RenderOptions
-    ) -> tuple[str, Callable[[], list[Span]]]:
-        """The rendered text now, and a function that computes its spans when called."""
+    ) -> tuple[str, DeferredSpans]:
+        """The rendered text now, its spans when asked for (if the renderer can wait)."""
         deferred = getattr(self.inner, "render_text_deferred", None)
         if deferred is not None:
             return deferred(request, options)
         text, spans = self.inner.render_text(request, options)
-        return text, lambda: spans
+        return text, DeferredSpans.known(text, request, spans)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.inner.decode(token_ids)
@@ -202,6 +203,28 @@ class SegmentCachedRenderer:
                 entry.starts = self.encoder.piece_starts(piece, entry.ids)
             starts += map(offset.__add__, entry.starts) if offset else entry.starts
         return starts
+
+    def token_of_char(self, text: str, segments: list[Segment] | None, char: int) -> int:
+        """The token that holds character `char` (the last one that starts at or before it),
+        computing the starts of that one piece only."""
+        if segments is None:
+            return max(0, bisect_right(self.starts(text, None), char) - 1)
+        assert self.encoder is not None
+        before = 0
+        for offset, piece, special in segments:
+            inside = char < offset + len(piece)
+            if special is not None:
+                if inside:
+                    return before
+                before += 1
+                continue
+            entry = self._entries([piece])[0]
+            if inside:
+                if entry.starts is None:
+                    entry.starts = self.encoder.piece_starts(piece, entry.ids)
+                return max(0, before + bisect_right(entry.starts, char - offset) - 1)
+            before += len(entry.ids)
+        return max(0, before - 1)
 
     def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
         token_ids, segments = self.encode_segments(text)

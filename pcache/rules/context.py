@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +17,9 @@ from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import Profile
 from pcache.errors import TokenizerError
 from pcache.prefix import common_prefix_length
+from pcache.prompt.provenance import DeferredSpans, message_index
 from pcache.prompt.render import render
-from pcache.prompt.rendered import RenderedPrompt, Span
+from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_OPENAI, Request
 from pcache.prompt.tokenizer import DEFAULT_DATE, Renderer, RenderOptions
 
@@ -48,7 +48,7 @@ class RequestContext:
         self.session = session
         self.identity = identity_of(request)
         self._rendered: RenderedPrompt | None = None
-        self._text: tuple[str, Callable[[], list[Span]]] | None = None
+        self._text: tuple[str, DeferredSpans] | None = None
         self._token_ids: list[int] | None = None
         self._segments: Any = None
         self._history_keys: list[tuple] | None = None
@@ -109,7 +109,7 @@ class RequestContext:
                     text,
                     self._token_ids,
                     starts,
-                    spans(),
+                    spans.spans(),
                     renderer.name,
                     renderer.template_digest,
                 )
@@ -139,16 +139,17 @@ class RequestContext:
     def _tokens_before_paths_of(self, count: int) -> list[int]:
         """The tokens of the full render before the first text from messages[count:], for a
         template that refuses to render only the first `count` messages."""
-        first = min(
-            (
-                span.start
-                for span in self.rendered.spans
-                if _message_index(span.normalized) is not None
-                and _message_index(span.normalized) >= count
-            ),
-            default=len(self.rendered.text),
-        )
-        return self.token_ids[: self.token_of_char(first)] if first else []
+        token_ids = self.token_ids
+        if self._text is not None:  # not rendered with its spans yet: one fenced render
+            text, spans = self._text
+            first = spans.message_start(count)
+            if first is None:
+                return token_ids
+            return token_ids[: self.settings.renderer.token_of_char(text, self._segments, first)]
+        starts = [
+            span.start for span in self.rendered.spans if message_index(span.normalized) >= count
+        ]
+        return token_ids[: self.token_of_char(min(starts))] if starts else token_ids
 
     def tokens_before_message(self, index: int) -> int:
         """Tokens of the full render shared with a render that stops before message `index`."""
@@ -262,13 +263,6 @@ class LintContext:
     @property
     def settings(self) -> LintSettings:
         return self.current.settings
-
-
-def _message_index(normalized_path: str) -> int | None:
-    """The message index of a normalized path (`messages[3].content` -> 3), else None."""
-    if not normalized_path.startswith("messages["):
-        return None
-    return int(normalized_path[9 : normalized_path.index("]")])
 
 
 def identity_of(request: Request) -> str:
