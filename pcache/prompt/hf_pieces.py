@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate
 from typing import Any
 
-Segment = tuple[int, str, int | None]
-"""(character offset, text, added token id or None for a piece the tokenizer encodes)."""
+Parts = list[str]
+"""A text cut at its special tokens: ordinary pieces at even indices ("" between two adjacent
+specials), the special tokens' text at odd ones, as `re.split` with one group returns them."""
 
 
 class HFPieces:
@@ -28,8 +30,11 @@ class HFPieces:
 
     def __init__(self, tokenizer: Any, matched: list[str], cut_ids: dict[str, int]):
         self.tokenizer = tokenizer
-        self.cut_ids = cut_ids
-        self.splitter = re.compile(longest_match_pattern(matched)) if matched else None
+        self.special_ids = cut_ids
+        self.splitter = re.compile(f"({longest_match_pattern(matched)})") if matched else None
+        self.every_match_cuts = len(cut_ids) == len(matched)
+        self._byte_lengths: list[int] | None = None
+        self._ascii_offsets = _offsets_are_byte_lengths(tokenizer)
 
     @classmethod
     def of(cls, tokenizer: Any) -> HFPieces | None:
@@ -51,25 +56,22 @@ class HFPieces:
                 cut_ids[token.content] = tokenizer.token_to_id(token.content)
         return cls(tokenizer, matched, cut_ids)
 
-    def segments(self, text: str) -> list[Segment]:
-        """Pieces and cut tokens. A special token read as text (`encode_special_tokens`) is
-        still matched, as the tokenizer matches it, but stays inside its piece."""
-        result: list[Segment] = []
-        position = 0
-        if self.splitter is not None:
-            cut_ids = self.cut_ids
-            for match in self.splitter.finditer(text):
-                token = match.group()
-                if token not in cut_ids:
-                    continue
-                start = match.start()
-                if start > position:
-                    result.append((position, text[position:start], None))
-                result.append((start, token, cut_ids[token]))
-                position = match.end()
-        if position < len(text):
-            result.append((position, text[position:], None))
-        return result
+    def parts(self, text: str) -> Parts:
+        """The text cut at its added tokens. A special token read as text
+        (`encode_special_tokens`) is still matched, as the tokenizer matches it, but stays
+        inside its piece."""
+        if self.splitter is None:
+            return [text]
+        parts = self.splitter.split(text)
+        if self.every_match_cuts:
+            return parts
+        merged = [parts[0]]
+        for index in range(1, len(parts), 2):
+            if parts[index] in self.special_ids:
+                merged += parts[index : index + 2]
+            else:
+                merged[-1] += parts[index] + parts[index + 1]
+        return merged
 
     def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
         """Ids of each piece, in one batch (threads; no offsets, which cost time)."""
@@ -78,6 +80,12 @@ class HFPieces:
 
     def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
         """Each token's first character in `piece` (never before the previous token's)."""
+        if self._ascii_offsets and piece.isascii():  # a byte is a character
+            if self._byte_lengths is None:
+                self._byte_lengths = _byte_lengths(self.tokenizer)
+            starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
+            if starts.pop() == len(piece):
+                return starts
         encoding = self.tokenizer.encode(piece, add_special_tokens=False)
         assert encoding.ids == ids
         return monotonic_starts(encoding.offsets)
@@ -113,6 +121,52 @@ def longest_match_pattern(words: list[str]) -> str:
         return inner
 
     return pattern(trie)
+
+
+_ASCII_KEEPING_NORMALIZERS = {"NFC", "NFD", "NFKC", "NFKD", "Sequence"}
+_OFFSET_KEEPING_PROCESSORS = {"TemplateProcessing", "Sequence", "ByteLevel"}
+
+
+def _offsets_are_byte_lengths(tokenizer: Any) -> bool:
+    """Whether each token of ASCII text starts where the byte lengths of the ones before it
+    end: a byte-level BPE whose normalizer keeps ASCII text and whose post-processor keeps
+    offsets (no `trim_offsets`). `piece_starts` still checks that the lengths add up."""
+    if type(tokenizer.model).__name__ != "BPE":
+        return False
+    pre_tokenizers = _components(tokenizer.pre_tokenizer)
+    normalizers = _components(tokenizer.normalizer)
+    processors = _components(tokenizer.post_processor)
+    return (
+        any(part["type"] == "ByteLevel" for part in pre_tokenizers)
+        and all(part["type"] in _ASCII_KEEPING_NORMALIZERS for part in normalizers)
+        and all(part["type"] in _OFFSET_KEEPING_PROCESSORS for part in processors)
+        and not any(part.get("trim_offsets") for part in processors)
+    )
+
+
+def _components(component: Any) -> list[dict[str, Any]]:
+    """The serialized states of a tokenizer component and of everything nested in it."""
+    found: list[dict[str, Any]] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("type"), str):
+                found.append(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    if component is not None:
+        walk(json.loads(component.__getstate__()))
+    return found
+
+
+def _byte_lengths(tokenizer: Any) -> list[int]:
+    """The length of every token id's vocabulary string (bytes, for a byte-level BPE)."""
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    return [len(tokenizer.id_to_token(token) or "") for token in range(size)]
 
 
 def _pre_tokenizer_sees_position(state: dict[str, Any]) -> bool:

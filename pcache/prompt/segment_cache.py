@@ -32,14 +32,18 @@ from pcache.prompt.tokenizer import RenderOptions
 
 _LENGTHS: dict[str, list[int]] = {}
 
-Segment = tuple[int, str, int | None]
-"""(character offset, text, special token id or None for ordinary text)."""
+Parts = list[str]
+"""A text cut at its special tokens: ordinary pieces at even indices ("" between two adjacent
+specials), the special tokens' text at odd ones, as `re.split` with one group returns them."""
 
 
 class PieceEncoder(Protocol):
     """How one tokenizer cuts text, and how it encodes the pieces between the cuts."""
 
-    def segments(self, text: str) -> list[Segment] | None:
+    special_ids: dict[str, int]
+    """The id of every special token `parts` cuts at."""
+
+    def parts(self, text: str) -> Parts | None:
         """The text cut where the tokenizer cuts it; None: this text cannot be cut."""
         ...
 
@@ -72,7 +76,7 @@ class TiktokenPieces:
         self._special_spans = getattr(renderer, "special_spans", None)
         specials = sorted(encoding.special_tokens_set, key=len, reverse=True)
         self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
-        self.splitter = re.compile("|".join(map(re.escape, specials)))
+        self.splitter = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
         self._byte_lengths: list[int] | None = None
 
     @classmethod
@@ -82,24 +86,19 @@ class TiktokenPieces:
             return None
         return cls(renderer)
 
-    def segments(self, text: str) -> list[Segment] | None:
-        if self._special_spans is not None:  # harmony: only the markers the renderer wrote
-            markers = self._special_spans(text)
-            if markers is None:
-                return None
-            cuts = [(start, end, text[start:end]) for start, end in markers]
-        else:  # plain layouts encode with every special token allowed
-            cuts = [(m.start(), m.end(), m.group(0)) for m in self.splitter.finditer(text)]
-        result: list[Segment] = []
+    def parts(self, text: str) -> Parts | None:
+        if self._special_spans is None:  # plain layouts encode with every special allowed
+            return self.splitter.split(text)
+        markers = self._special_spans(text)  # harmony: only the markers the renderer wrote
+        if markers is None:
+            return None
+        parts: Parts = []
         position = 0
-        for start, end, special in cuts:
-            if start > position:
-                result.append((position, text[position:start], None))
-            result.append((start, special, self.special_ids[special]))
+        for start, end in markers:
+            parts += (text[position:start], text[start:end])
             position = end
-        if position < len(text):
-            result.append((position, text[position:], None))
-        return result
+        parts.append(text[position:])
+        return parts
 
     def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
         # one call each: tiktoken's batch call starts a thread pool, which costs more than
@@ -165,73 +164,79 @@ class SegmentCachedRenderer:
     def decode(self, token_ids: list[int]) -> str:
         return self.inner.decode(token_ids)
 
-    def segments(self, text: str) -> list[Segment] | None:
+    def segments(self, text: str) -> Parts | None:
         """The text cut where the wrapped renderer's encoder cuts it; None: not cacheable."""
-        return self.encoder.segments(text) if self.encoder is not None else None
+        return self.encoder.parts(text) if self.encoder is not None else None
 
     # -- encoding --------------------------------------------------------------------------
 
     def encode(self, text: str) -> list[int]:
         return self.encode_segments(text)[0]
 
-    def encode_segments(self, text: str) -> tuple[list[int], list[Segment] | None]:
-        segments = self.segments(text)
-        if segments is None:
+    def encode_segments(self, text: str) -> tuple[list[int], Parts | None]:
+        parts = self.segments(text)
+        if parts is None:
             return self.inner.encode(text), None
-        entries = self._entries([piece for _, piece, special in segments if special is None])
-        token_ids: list[int] = []
-        ordinary = iter(entries)
-        for _, _, special in segments:
-            if special is not None:
-                token_ids.append(special)
-            else:
-                token_ids += next(ordinary).ids
-        return token_ids, segments
-
-    def starts(self, text: str, segments: list[Segment] | None) -> list[int]:
-        """Each token's first character, for ids from `encode_segments(text)`."""
-        if segments is None:
-            return self.inner.encode_with_starts(text)[1]
         assert self.encoder is not None
+        special_ids = self.encoder.special_ids
+        token_ids: list[int] = []
+        entries = iter(self._entries(parts[::2]))
+        for index, part in enumerate(parts):
+            if index % 2:
+                token_ids.append(special_ids[part])
+            else:
+                token_ids += next(entries).ids
+        return token_ids, parts
+
+    def starts(self, text: str, parts: Parts | None) -> list[int]:
+        """Each token's first character, for ids from `encode_segments(text)`."""
+        if parts is None:
+            return self.inner.encode_with_starts(text)[1]
         starts: list[int] = []
-        for offset, piece, special in segments:
-            if special is not None:
+        offset = 0
+        for index, part in enumerate(parts):
+            if index % 2:
                 starts.append(offset)
-                continue
-            entry = self._entries([piece])[0]
-            if entry.starts is None:
-                entry.starts = self.encoder.piece_starts(piece, entry.ids)
-            starts += map(offset.__add__, entry.starts) if offset else entry.starts
+            elif part:
+                piece_starts = self._starts_of(part)
+                starts += map(offset.__add__, piece_starts) if offset else piece_starts
+            offset += len(part)
         return starts
 
-    def token_of_char(self, text: str, segments: list[Segment] | None, char: int) -> int:
+    def token_of_char(self, text: str, parts: Parts | None, char: int) -> int:
         """The token that holds character `char` (the last one that starts at or before it),
         computing the starts of that one piece only."""
-        if segments is None:
+        if parts is None:
             return max(0, bisect_right(self.starts(text, None), char) - 1)
-        assert self.encoder is not None
         before = 0
-        for offset, piece, special in segments:
-            inside = char < offset + len(piece)
-            if special is not None:
+        offset = 0
+        for index, part in enumerate(parts):
+            inside = char < offset + len(part)
+            if index % 2:
                 if inside:
                     return before
                 before += 1
-                continue
-            entry = self._entries([piece])[0]
-            if inside:
-                if entry.starts is None:
-                    entry.starts = self.encoder.piece_starts(piece, entry.ids)
-                return max(0, before + bisect_right(entry.starts, char - offset) - 1)
-            before += len(entry.ids)
+            elif part:
+                if inside:
+                    return max(0, before + bisect_right(self._starts_of(part), char - offset) - 1)
+                before += len(self._entries([part])[0].ids)
+            offset += len(part)
         return max(0, before - 1)
 
     def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
-        token_ids, segments = self.encode_segments(text)
-        return token_ids, self.starts(text, segments)
+        token_ids, parts = self.encode_segments(text)
+        return token_ids, self.starts(text, parts)
+
+    def _starts_of(self, piece: str) -> list[int]:
+        assert self.encoder is not None
+        entry = self._entries([piece])[0]
+        if entry.starts is None:
+            entry.starts = self.encoder.piece_starts(piece, entry.ids)
+        return entry.starts
 
     def _entries(self, pieces: list[str]) -> list[_Piece]:
-        """The cache entry of each piece; the missing ones are encoded in one batch."""
+        """The cache entry of each piece ("" included); the missing ones are encoded in one
+        batch."""
         cache = self.pieces
         found = [cache.get(piece) for piece in pieces]
         missing = list(dict.fromkeys(p for p, e in zip(pieces, found, strict=True) if e is None))
