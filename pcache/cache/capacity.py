@@ -1,7 +1,8 @@
 """KV bytes per token of a model shape, and cache capacity in blocks from a memory budget.
 
 KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x dtype bytes. The shape comes
-from a preset name or a Hugging Face `config.json` (a file or a directory holding one).
+from the model table (`pcache.models`) or a Hugging Face `config.json` (a file or a directory
+holding one).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcache.errors import ConfigError, UsageError
+from pcache.models import PRESETS, canonical_name
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "float8_e4m3fn": 1}
 
@@ -30,24 +32,25 @@ class ModelShape:
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
 
 
-PRESETS = {
-    shape.name: shape
-    for shape in (
-        ModelShape("llama-3-8b", 32, 8, 128),
-        ModelShape("llama-3-70b", 80, 8, 128),
-        ModelShape("qwen2.5-7b", 28, 4, 128),
-        ModelShape("qwen3-8b", 36, 8, 128),
-        ModelShape("qwen3-0.6b", 28, 8, 128),
-        ModelShape("gpt-oss-20b", 24, 8, 64),
-        ModelShape("gpt-oss-120b", 36, 8, 64),
-    )
-}
-DEFAULT_MODEL = "llama-3-8b"
+def _shape(name: str, config: dict, path: Path | None = None) -> ModelShape:
+    where = str(path) if path is not None else f"model {name}"
+    config = config.get("text_config", config)
+    try:
+        layers = int(config["num_hidden_layers"])
+        heads = int(config["num_attention_heads"])
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
+        raise ConfigError(f"{where}: missing or invalid model shape field {error}") from None
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    return ModelShape(name, layers, kv_heads, head_dim, DTYPE_BYTES.get(dtype, 2))
 
 
 def resolve_model(name_or_path: str) -> ModelShape:
-    if name_or_path in PRESETS:
-        return PRESETS[name_or_path]
+    """The KV shape of a model of the table (`pcache.models`), or of a config.json."""
+    canonical = canonical_name(name_or_path)
+    if canonical is not None:
+        return _shape(canonical, PRESETS[canonical])
     path = Path(name_or_path)
     if path.is_dir():
         path = path / "config.json"
@@ -61,18 +64,9 @@ def resolve_model(name_or_path: str) -> ModelShape:
         config = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as error:
         raise ConfigError(f"{path}: invalid JSON: {error.msg}") from None
-    config = config.get("text_config", config) if isinstance(config, dict) else config
-    try:
-        layers = int(config["num_hidden_layers"])
-        heads = int(config["num_attention_heads"])
-        kv_heads = int(config.get("num_key_value_heads") or heads)
-        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
-    except (KeyError, TypeError, ValueError) as error:
-        raise ConfigError(f"{path}: missing or invalid model shape field {error}") from None
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
-    return ModelShape(
-        path.parent.name or str(path), layers, kv_heads, head_dim, DTYPE_BYTES.get(dtype, 2)
-    )
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return _shape(path.parent.name or str(path), config, path)
 
 
 def blocks_for_gigabytes(gigabytes: float, shape: ModelShape, block_size: int) -> int:
