@@ -294,3 +294,13 @@ def test_remembered_indented_tojson_equals_json_dumps(values, indent, sort_keys,
             _tojson(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
             == expected
         )
+        separators = [",", ": "]  # a Jinja list: unhashable, still honoured
+        assert _tojson(value, indent=indent, separators=separators, sort_keys=sort_keys) == (
+            json.dumps(
+                value,
+                ensure_ascii=False,
+                indent=indent,
+                separators=(",", ": "),
+                sort_keys=sort_keys,
+            )
+        )

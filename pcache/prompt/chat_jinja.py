@@ -55,17 +55,23 @@ class _IndentedDumps:
         self.chars = 0
 
     def dumps(self, value: Any, ensure_ascii, indent, separators, sort_keys) -> str:
-        compact = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys)
-        key = (compact, ensure_ascii, indent, separators)
-        text = self.texts.get(key)
-        if text is None:
-            text = json.dumps(
+        def dump() -> str:
+            return json.dumps(
                 value,
                 ensure_ascii=ensure_ascii,
                 indent=indent,
                 separators=separators,
                 sort_keys=sort_keys,
             )
+
+        compact = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys)
+        key = (compact, ensure_ascii, indent, separators)
+        try:
+            text = self.texts.get(key)
+        except TypeError:  # an unhashable argument (separators as a list): not remembered
+            return dump()
+        if text is None:
+            text = dump()
             size = len(compact) + len(text)
             if self.chars + size > self.max_chars:
                 self.texts.clear()
