@@ -7,16 +7,18 @@ import copy
 import re
 from bisect import bisect_right
 
+import jinja2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pcache.cache.profiles import load_profile
+from pcache.errors import TokenizerError
 from pcache.prefix import common_prefix_length
 from pcache.prompt.chat_jinja import _tojson
 from pcache.prompt.hf_pieces import HFPieces, longest_match_pattern
 from pcache.prompt.provenance import message_index
-from pcache.prompt.render import render, resolve_renderer
+from pcache.prompt.render import prompt_token_ids, render, resolve_renderer
 from pcache.prompt.request import request_from_document
 from pcache.prompt.segment_cache import SegmentCachedRenderer
 from pcache.rules.context import LintSettings, RequestContext
@@ -114,7 +116,9 @@ def test_lint_tokens_equal_apply_chat_template(model: str, case: str):
                 tokenize=True,
                 return_dict=False,
             )
-        except Exception:  # the template refuses this conversation: so does pcache
+        except jinja2.TemplateError:  # the template refuses this conversation: so does pcache
+            with pytest.raises(TokenizerError, match="refused"):
+                render(request, renderer)
             continue
         context = RequestContext(request, settings_)
         assert context.token_ids == expected
@@ -304,3 +308,19 @@ def test_remembered_indented_tojson_equals_json_dumps(values, indent, sort_keys,
                 sort_keys=sort_keys,
             )
         )
+
+
+@pytest.mark.parametrize("tokenizer", ["gpt-oss", "o200k_base", *HF_FIXTURES])
+def test_bulk_token_ids_equal_the_full_render(tokenizer: str):
+    """The bulk path (trace readers) gives `render`'s ids, with or without the piece cache."""
+    renderer = hf_renderer(tokenizer) if tokenizer in HF_FIXTURES else resolve_renderer(tokenizer)
+    cached = SegmentCachedRenderer(renderer)
+    documents = [*CORPUS.values(), {"prompt": "<|im_start|>raw <|eot_id|> text"}]
+    for document in documents * 2:
+        request = request_from_document(copy.deepcopy(document), "case.json")
+        try:
+            expected = render(request, renderer).token_ids
+        except TokenizerError:  # a conversation this template refuses
+            continue
+        assert prompt_token_ids(request, cached) == expected
+        assert prompt_token_ids(request, renderer) == expected
