@@ -60,6 +60,7 @@ class HFTemplateRenderer:
         self.special_tokens = special_tokens
         self.name = f"hf:{label}@{tokenizer_digest[:12]}"
         self.template_digest = _digest_templates(templates)
+        self._pieces = HFPieces.of(tokenizer)
         environment = make_environment()
         self._compiled: dict[str, Any] = {}
         for key, source in templates.items():
@@ -119,7 +120,7 @@ class HFTemplateRenderer:
 
     def piece_encoder(self) -> HFPieces | None:
         """Encodes the pieces between added tokens apart (None if this tokenizer cannot)."""
-        return HFPieces.of(self.tokenizer)
+        return self._pieces
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
