@@ -10,11 +10,12 @@ tiktoken file, its chat template TRL's copy of the original; built offline from 
 by tests/fixtures/build_tokenizers.py), or any dir given with `--hf-model`.
 
 Each round runs, in this order and each in a fresh process: `pcache lint LOG --format json` for
-every tokenizer under `/usr/bin/time -v` (wall time, peak RSS), the same lint in process with
-its time per stage (read, render+tokenize, rules, cost), and kvlint if given (`kvlint lint LOG
---model DIR`, its defaults: vLLM block size 16, no KV budget). Figures are medians over the
-rounds with min-max; the kvlint ratio is taken within each round, then its median. Nothing is
-asserted. The load average before and after is printed: the figures are only comparable
+every tokenizer under `/usr/bin/time -v` (wall time, user + system CPU time, peak RSS), the same
+lint in process with its time per stage (read, render+tokenize, rules, cost), and kvlint if
+given (`kvlint lint LOG --model DIR`, its defaults: vLLM block size 16, no KV budget). Figures
+are medians over the rounds with min-max; the kvlint ratios are taken within each round, then
+their median. On a shared machine the CPU time says what the wall time would be alone. Nothing
+is asserted. The load average before and after is printed: the figures are only comparable
 within one run.
 """
 
@@ -137,8 +138,9 @@ def generate(path: Path, num_requests: int, seed: int = 7) -> None:
                 messages.append({"role": "assistant", "content": sentence(rng, per_turn // 2)})
 
 
-def timed(command: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) and stdout of a command run under /usr/bin/time -v."""
+def timed(command: list[str]) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds (user + system), peak RSS (MiB) and stdout of a command run
+    under /usr/bin/time -v."""
     result = subprocess.run(
         ["/usr/bin/time", "-v", *command],
         capture_output=True,
@@ -153,13 +155,18 @@ def timed(command: list[str]) -> tuple[float, float, str]:
     seconds = float(wall.group(1) or 0) * 3600 + float(wall.group(2)) * 60 + float(wall.group(3))
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
     assert rss is not None
-    return seconds, float(rss.group(1)) / 1024, result.stdout
+    cpu = sum(
+        float(found.group(1))
+        for found in re.finditer(r"(?:User|System) time \(seconds\): ([\d.]+)", result.stderr)
+    )
+    return seconds, cpu, float(rss.group(1)) / 1024, result.stdout
 
 
 def pcache_cli(log: Path, tokenizer: str) -> dict:
     command = [sys.executable, "-m", "pcache", "lint", str(log), "--tokenizer", tokenizer]
-    wall, rss, stdout = timed([*command, "--format", "json", "--exit-zero"])
-    return {"wall_s": wall, "rss_mib": rss, "summary": json.loads(stdout)["summary"]}
+    wall, cpu, rss, stdout = timed([*command, "--format", "json", "--exit-zero"])
+    summary = json.loads(stdout)["summary"]
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "summary": summary}
 
 
 def pcache_stages(log: Path, tokenizer: str) -> dict:
@@ -172,10 +179,10 @@ def pcache_stages(log: Path, tokenizer: str) -> dict:
 
 
 def kvlint_cli(kvlint: str, log: Path, model: str, out: Path) -> dict:
-    wall, rss, _ = timed([kvlint, "lint", str(log), "--model", model, "--json", str(out)])
+    wall, cpu, rss, _ = timed([kvlint, "lint", str(log), "--model", model, "--json", str(out)])
     report = json.loads(out.read_text())
-    rates = {sim["engine"]: sim["hit_rate"] for sim in report["sims"]}
-    return {"wall_s": wall, "rss_mib": rss, "hit_rate": rates}
+    rates = {sim["engine"]: round(sim["hit_rate"], 6) for sim in report["sims"]}
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "hit_rate": rates}
 
 
 def stages_main(log: str, tokenizer: str) -> None:
@@ -273,6 +280,7 @@ def main() -> None:
         }
         print(
             f"  pcache lint, {label}: wall {spread([r['wall_s'] for r in runs], 1)} s,"
+            f" CPU {spread([r['cpu_s'] for r in runs], 1)} s,"
             f" peak RSS {spread([r['rss_mib'] for r in runs], 0)} MiB;"
             f" {tokens:,} prompt tokens ({tokens / args.requests:,.0f}/request),"
             f" cacheable {summary['cacheable_ratio']:.2%},"
@@ -284,12 +292,14 @@ def main() -> None:
         runs = [row["kvlint"] for row in rounds]
         print(
             f"  kvlint lint: wall {spread([r['wall_s'] for r in runs], 1)} s,"
+            f" CPU {spread([r['cpu_s'] for r in runs], 1)} s,"
             f" peak RSS {spread([r['rss_mib'] for r in runs], 0)} MiB,"
             f" hit rate {runs[0]['hit_rate']}"
         )
         label = "llama3.1 (HF template)"
-        ratios = [row[label]["wall_s"] / row["kvlint"]["wall_s"] for row in rounds]
-        print(f"  pcache/kvlint wall ratio, same log and model: {spread(ratios, 3)}")
+        for measure in ("wall_s", "cpu_s"):
+            ratios = [row[label][measure] / row["kvlint"][measure] for row in rounds]
+            print(f"  pcache/kvlint {measure[:-2]} ratio, same log and model: {spread(ratios, 3)}")
 
 
 if __name__ == "__main__":
