@@ -82,13 +82,14 @@ def root(
 
 
 def _register() -> None:
-    from pcache.cli import diff, generate, hash, lint, replay, trace
+    from pcache.cli import diff, generate, hash, lint, replay, report, trace
 
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
     app.command("lint")(lint.lint_command)
     app.command("replay")(replay.replay_command)
     app.command("generate")(generate.generate_command)
+    app.command("report")(report.report_command)
     app.add_typer(trace.trace_app, name="trace")
 
 
