@@ -1,4 +1,4 @@
-"""`pcache report LOG_OR_TRACE`: one self-contained HTML page of lint, the prefix tree and replay."""
+"""`pcache report LOG_OR_TRACE`: one self-contained HTML page of lint, prefix tree and replay."""
 
 from __future__ import annotations
 

@@ -60,6 +60,8 @@ class TreeNode:
     """Tokens [start, reused_end) are reused by later requests (empty when one request)."""
     folded: int
     children: list[TreeNode]
+    strips: list[tuple[int, int]]
+    """Folded nodes: (requests, mean prompt end) strips, longest prompts first."""
 
 
 @dataclass(slots=True)
@@ -148,9 +150,16 @@ def build_report(options: ReportOptions, progress=None) -> Report:
         date=options.date,
     )
     simulation = simulation_options(arguments, shape.kv_bytes_per_token)
-    replay = simulate(trace, simulation, keep_requests=True)
     capacities = sweep_capacities(trace, simulation, options.sweep_points)
-    sweep = [simulate(trace, replace(simulation, cache_blocks=size)) for size in capacities]
+    sweep = [
+        simulate(
+            trace, replace(simulation, cache_blocks=size), keep_requests=size == capacities[-1]
+        )
+        for size in capacities
+    ]
+    replay = sweep[-1]  # the sweep ends at the footprint of an unlimited cache
+    if replay.evicted_blocks:
+        replay = simulate(trace, simulation, keep_requests=True)
 
     tree = _tree(trace, origins if not hashed else None, settings, options)
     return Report(
@@ -255,6 +264,7 @@ def _tree(trace: Trace, origins, settings: Settings, options: ReportOptions) -> 
             reused_end=reused_end,
             folded=branch.folded,
             children=[convert(child) for child in branch.children],
+            strips=branch.strips,
         )
 
     drawn = list(iter_branches(root))

@@ -15,6 +15,7 @@ from pcache.errors import ConfigError
 ON = "#1f6f8b"  # cache on / reused
 OFF = "#c8553d"  # cache off / recomputed
 ACCENT = "#6b7a8f"
+WIDTH_IN = 10.5  # at the page's 1,140 px the text is drawn near its 10 pt
 _HEADER = re.compile(r"^.*?(<svg\b)", re.S)
 _SIZE = re.compile(r'\s(width|height)="[^"]*pt"')
 
@@ -44,6 +45,12 @@ def _pyplot():
     return plt
 
 
+def _ticker():
+    from matplotlib import ticker
+
+    return ticker
+
+
 def _svg(figure, label: str) -> str:
     plt = _pyplot()
     buffer = io.StringIO()
@@ -60,8 +67,8 @@ def _svg(figure, label: str) -> str:
 def findings_bars(codes: Sequence[str], tokens: Sequence[int], counts: Sequence[int]) -> str:
     """Tokens re-prefilled per rule (horizontal bars), the finding count at each bar's end."""
     plt = _pyplot()
-    height = 0.9 + 0.32 * max(len(codes), 1)
-    figure, axes = plt.subplots(figsize=(7, height))
+    height = 0.9 + 0.26 * max(len(codes), 1)
+    figure, axes = plt.subplots(figsize=(WIDTH_IN, height))
     rows = list(range(len(codes)))[::-1]
     axes.barh(rows, tokens, color=OFF, height=0.6)
     axes.set_yticks(rows, list(codes))
@@ -85,9 +92,12 @@ def capacity_curve(
 ) -> str:
     """Token hit rate (left axis) and prefill tokens saved (right axis) against capacity."""
     plt = _pyplot()
-    figure, left = plt.subplots(figsize=(7, 3.6))
+    figure, left = plt.subplots(figsize=(WIDTH_IN, 3.8))
     left.plot(blocks, hit_rates, marker="o", color=ON, label="token hit rate")
     left.set_xscale("log")
+    ticker = _ticker()
+    left.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:,.0f}"))
+    left.xaxis.set_minor_formatter(ticker.NullFormatter())
     left.set_ylim(0, 1)
     left.set_xlabel(f"cache capacity (blocks of {block_size} tokens, log scale)")
     left.set_ylabel("token hit rate", color=ON)
@@ -115,7 +125,7 @@ def capacity_curve(
 def ttft_cdfs(series: Sequence[tuple[str, Sequence[float], str, str]]) -> str:
     """Step CDFs of TTFT: (label, values in ms, colour, line style) per series."""
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(7, 3.6))
+    figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.8))
     for label, values, color, style in series:
         ordered = sorted(values)
         fractions = [(rank + 1) / len(ordered) for rank in range(len(ordered))]
@@ -133,7 +143,7 @@ def timeline(
 ) -> str:
     """Cached and recomputed prompt tokens per request (or per bin of requests), stacked."""
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(7, 3.2))
+    figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.4))
     axes.stackplot(
         x, cached, uncached, labels=["cached", "recomputed"], colors=[ON, OFF], step="post"
     )

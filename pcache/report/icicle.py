@@ -78,8 +78,15 @@ def _boxes(node: TreeNode, top: float, height: float, scale: float, boxes: list[
     span = f"tokens {node.start:,}–{node.end:,} · {node.requests:,} request"
     span += "" if node.requests == 1 else "s"
     if node.folded:
-        title = f"{node.folded:,} smaller branches folded · {span} (mean prompt end)"
-        boxes.append(_box("folded", node.start, node.end, top, height, scale, title))
+        title = f"{node.folded:,} smaller branches folded · {node.requests:,} requests"
+        offset = top
+        for requests, end in node.strips:
+            share = height * requests / node.requests
+            what = f"{title}; {requests:,} of them end near token {end:,}"
+            boxes.append(
+                _box("folded", node.start, max(end, node.start), offset, share, scale, what)
+            )
+            offset += share
         return
     first = f" · first: {node.first_request}"
     if node.reused_end > node.start:

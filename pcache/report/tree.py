@@ -116,8 +116,9 @@ class Branch:
     mean_end: float
     folded: int = 0
     children: list[Branch] = field(default_factory=list)
-    split_units: int = 0
-    """Unit position where this node's children part (its end, in units of the trie)."""
+    strips: list[tuple[int, int]] = field(default_factory=list)
+    """Folded nodes: their requests by prompt length, longest first, as (requests, mean end
+    token) strips of about equal numbers of requests (the silhouette of what was folded)."""
 
 
 def _token_end(trie: PrefixTrie, node: _Node) -> int:
@@ -126,7 +127,9 @@ def _token_end(trie: PrefixTrie, node: _Node) -> int:
     return trie.tokens(node.end, node.owner)
 
 
-def fold(trie: PrefixTrie, max_nodes: int = 240, max_children: int = 6) -> Branch:
+def fold(
+    trie: PrefixTrie, max_nodes: int = 240, max_children: int = 6, max_strips: int = 16
+) -> Branch:
     """The tree with at most `max_nodes` drawn nodes (the most-travelled first) plus one folded
     node per branch point for the rest; every request is counted in exactly one leaf path."""
     assert max_nodes >= 1 and max_children >= 1
@@ -154,7 +157,6 @@ def fold(trie: PrefixTrie, max_nodes: int = 240, max_children: int = 6) -> Branc
                 child.requests,
                 child.first_request,
                 _mean(child),
-                split_units=child.end,
             )
             branch.children.append(drawn_child)
             drawn += 1
@@ -172,9 +174,37 @@ def fold(trie: PrefixTrie, max_nodes: int = 240, max_children: int = 6) -> Branc
                     min(child.first_request for child in rest),
                     mean_end,
                     folded=len(rest),
+                    strips=_strips(trie, rest, max_strips),
                 )
             )
     return root
+
+
+def _strips(trie: PrefixTrie, nodes: list[_Node], max_strips: int) -> list[tuple[int, int]]:
+    """The prompt lengths of every request under `nodes`, longest first, in strips."""
+    ends: list[tuple[int, int]] = []  # (end token, requests ending there)
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        ending = node.requests - sum(child.requests for child in node.children.values())
+        if ending:
+            ends.append((_token_end(trie, node), ending))
+        stack.extend(node.children.values())
+    ends.sort(reverse=True)
+    total = sum(count for _, count in ends)
+    size = max(1, -(-total // max_strips))
+    strips: list[tuple[int, int]] = []
+    requests = tokens = 0
+    for end, count in ends:
+        while count:
+            take = min(count, size - requests)
+            requests, tokens, count = requests + take, tokens + take * end, count - take
+            if requests == size:
+                strips.append((requests, round(tokens / requests)))
+                requests = tokens = 0
+    if requests:
+        strips.append((requests, round(tokens / requests)))
+    return strips
 
 
 def _mean(node: _Node) -> float:
