@@ -219,15 +219,30 @@ def _origin(path: str, source: str, line: int | None) -> Origin:
 
 
 def _lint(options: ReportOptions, progress):
-    from pcache.rules.runner import LintOptions, lint_paths
+    """`pcache lint PATHS` with the same settings, the same `[tool.pcache.lint]` config."""
+    from pathlib import Path
 
+    from pcache.rules import RULES
+    from pcache.rules.config import find_config, load_config
+    from pcache.rules.runner import LintOptions, lint_paths
+    from pcache.rules.selection import SelectionInput, resolve
+
+    config_path = find_config(Path.cwd())
+    config = load_config(config_path)
+    selection = resolve(
+        config.selection,
+        SelectionInput(None, [], []),
+        RULES,
+        source=f"{config_path}" if config_path else "config",
+    )
     lint_options = LintOptions(
         tokenizer=options.tokenizer,
         profile=options.profile,
         block_size=options.block_size,
         date=options.date,
+        selection=selection,
     )
-    return lint_paths(list(options.paths), lint_options, None, progress)
+    return lint_paths(list(options.paths), lint_options, config, progress)
 
 
 def _tree(trace: Trace, origins, settings: Settings, options: ReportOptions) -> PrefixTree:

@@ -18,6 +18,8 @@ ACCENT = "#6b7a8f"
 WIDTH_IN = 10.5  # at the page's 1,140 px the text is drawn near its 10 pt
 _HEADER = re.compile(r"^.*?(<svg\b)", re.S)
 _SIZE = re.compile(r'\s(width|height)="[^"]*pt"')
+_METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.S)
+_NAMESPACES = re.compile(r'\sxmlns(:xlink)?="[^"]*"')  # inline SVG in HTML needs none
 
 
 def _pyplot():
@@ -60,6 +62,8 @@ def _svg(figure, label: str) -> str:
         plt.close(figure)
     markup = _HEADER.sub(r"\1", buffer.getvalue(), count=1)
     markup = _SIZE.sub("", markup, count=2)
+    markup = _METADATA.sub("", markup, count=1)
+    markup = _NAMESPACES.sub("", markup, count=2)
     escaped = label.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
     return markup.replace("<svg", f'<svg role="img" aria-label="{escaped}"', 1)
 
