@@ -136,7 +136,7 @@ def fold(
     counter = iter(range(1 << 62))
     root = Branch(next(counter), 0, 0, trie.root.requests, 0, _mean(trie.root))
     queue: list[tuple[int, int, _Node, Branch]] = [(-trie.root.requests, 0, trie.root, root)]
-    drawn = 1
+    drawn = 0  # the root is not drawn
     while queue:
         _, _, node, branch = heapq.heappop(queue)
         children = sorted(node.children.values(), key=lambda child: child.first_request)
@@ -144,8 +144,6 @@ def fold(
         room = max(0, min(max_children, max_nodes - drawn))
         kept = {id(child) for child in ranked[:room]}
         rest = [child for child in children if id(child) not in kept]
-        if len(rest) == 1 and room > 0:  # folding one branch hides nothing
-            kept.add(id(rest.pop()))
         for child in children:
             if id(child) not in kept:
                 continue
