@@ -170,7 +170,11 @@ def _ttft_series(report: Report):
 
 def _ttft_rows(report: Report) -> list[dict[str, Any]]:
     rows = []
-    for label, on, off, measured in _ttft_series(report):
+    files = [None, *report.replay_files]
+    for (label, on, off, measured), item in zip(_ttft_series(report), files, strict=True):
+        agreeing = None
+        if item is not None and item.measured:
+            agreeing = sum(o.cached_tokens == o.predicted_cached_tokens for o in item.outcomes)
         rows.append(
             {
                 "label": label,
@@ -178,6 +182,8 @@ def _ttft_rows(report: Report) -> list[dict[str, Any]]:
                 "requests": len(on),
                 "on": distribution_of(on),
                 "off": distribution_of(off),
+                "cached_as_predicted": agreeing,
+                "other_log": item is not None and len(on) != report.replay.requests,
             }
         )
     return rows
