@@ -90,7 +90,11 @@ def report_command(
         model=model,
         sweep_points=sweep_points,
     )
-    report = build_report(options)
+    if sys.stderr.isatty():
+        with stderr.status("pcache report") as status:
+            report = build_report(options, lambda text: status.update(f"pcache report: {text}"))
+    else:
+        report = build_report(options)
     if format == "json":
         import orjson
 

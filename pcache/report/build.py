@@ -9,6 +9,7 @@ prefix tree counts which requests share which tokens and reads the profile's reu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -123,8 +124,10 @@ class Report:
         }
 
 
-def build_report(options: ReportOptions, progress=None) -> Report:
-    """Lint, replay and fold the log at `options.paths` into one `Report`."""
+def build_report(options: ReportOptions, stage: Callable[[str], None] | None = None) -> Report:
+    """Lint, replay and fold the log at `options.paths` into one `Report`; `stage(text)` is
+    told what is being computed."""
+    stage = stage or (lambda text: None)
     from pcache.replay.arguments import ReplayArguments
     from pcache.replay.run import simulation_options
     from pcache.replay.simulate import simulate, sweep_capacities
@@ -137,9 +140,12 @@ def build_report(options: ReportOptions, progress=None) -> Report:
     settings = Settings(
         tokenizer=options.tokenizer, block_size=options.block_size, date=options.date
     )
+    stage("reading and tokenizing")
     trace, origins = _read(files, settings)
     hashed = trace.format in HASH_FORMATS
-    lint = None if hashed else _lint(options, progress)
+    if not hashed:
+        stage("linting")
+    lint = None if hashed else _lint(options)
 
     shape = resolve_model(options.model)
     arguments = ReplayArguments(
@@ -161,6 +167,7 @@ def build_report(options: ReportOptions, progress=None) -> Report:
     if replay.evicted_blocks:
         replay = simulate(trace, simulation, keep_requests=True)
 
+    stage("growing the prefix tree")
     tree = _tree(trace, origins if not hashed else None, settings, options)
     return Report(
         inputs=list(options.paths),
@@ -218,7 +225,7 @@ def _origin(path: str, source: str, line: int | None) -> Origin:
     return Origin(path, line, source if line is None else f"{source}:{line}")
 
 
-def _lint(options: ReportOptions, progress):
+def _lint(options: ReportOptions):
     """`pcache lint PATHS` with the same settings, the same `[tool.pcache.lint]` config."""
     from pathlib import Path
 
@@ -242,7 +249,7 @@ def _lint(options: ReportOptions, progress):
         date=options.date,
         selection=selection,
     )
-    return lint_paths(list(options.paths), lint_options, config, progress)
+    return lint_paths(list(options.paths), lint_options, config)
 
 
 def _tree(trace: Trace, origins, settings: Settings, options: ReportOptions) -> PrefixTree:

@@ -35,6 +35,7 @@ def _pyplot():
     plt.rcParams.update(
         {
             "svg.fonttype": "none",
+            "text.parse_math": False,  # a file name with $ signs is text
             "svg.hashsalt": "pcache-report",
             "font.family": "sans-serif",
             "font.size": 10,
