@@ -33,6 +33,9 @@ class Marker:
     x: float
     y: float
     title: str
+    label: str
+    """The cause's kind, written beside the marker."""
+    anchor: str = "start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +73,11 @@ def layout(tree: PrefixTree) -> Icicle:
     for point in tree.branch_points:
         x, y = centres.get(point.branch, (0.0, 0.0))
         title = f"#{point.number} at token {point.token:,}: {point.summary}"
-        markers.append(Marker(point.number, min(x, WIDTH - 10), y, title))
+        x = min(x, WIDTH - 10)
+        anchor = "end" if x > WIDTH * 0.8 else "start"
+        while any(abs(x - m.x) < 80 and abs(y - m.y) < 16 for m in markers):
+            y += 18  # one label under the other, not over it
+        markers.append(Marker(point.number, x, y, title, point.kind, anchor))
     return Icicle(boxes, markers, _ticks(tree.max_tokens, scale))
 
 
