@@ -62,7 +62,7 @@ def context(report: Report, command: str) -> dict[str, Any]:
         "ttft": _ttft_rows(report),
         "ttft_chart": _ttft_chart(report),
         "timeline_chart": _timeline_chart(report),
-        "if_fixed_assumes": _if_fixed_assumes(),
+        "if_fixed_assumes": _if_fixed_assumes(lint),
     }
 
 
@@ -96,6 +96,20 @@ def _figures(report: Report) -> list[Figure]:
                 f"{summary.reusable_tokens_if_fixed:,} tokens",
             ),
         ]
+        data = summary.as_dict()
+        if "unattributed_tokens" in data:  # re-prefilled tokens no finding explains
+            unattributed = data["unattributed_tokens"]
+            parts = data.get("unattributed_by_request", {})
+            note = ", ".join(f"{count:,} {kind.replace('_', ' ')}" for kind, count in parts.items())
+            figures.append(
+                Figure(
+                    "unattributed_tokens",
+                    "Re-prefilled, no finding",
+                    f"{unattributed:,}",
+                    unattributed,
+                    f"of {data['reprefilled_tokens']:,} re-prefilled ({note})",
+                )
+            )
     else:
         figures += [
             Figure("requests", "Requests", f"{replay.requests:,}", replay.requests),
@@ -115,10 +129,13 @@ def _figures(report: Report) -> list[Figure]:
     return figures
 
 
-def _if_fixed_assumes() -> str:
-    from pcache.rules import runner
-
-    return getattr(runner, "IF_FIXED_ASSUMES", "every finding assumed fixed (an upper bound)")
+def _if_fixed_assumes(lint) -> str:
+    if lint is None:
+        return ""
+    if_fixed = lint.summary.as_dict().get("if_fixed")
+    if isinstance(if_fixed, dict) and "assumes" in if_fixed:
+        return if_fixed["assumes"]
+    return "every finding assumed fixed (an upper bound)"
 
 
 def _findings_chart(rules) -> str | None:
