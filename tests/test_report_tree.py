@@ -18,7 +18,7 @@ def _trie(sequences, unit=1):
     return trie
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(prompts)
 def test_each_node_counts_the_prompts_sharing_its_prefix(sequences):
     root = fold(_trie(sequences), max_nodes=10_000, max_children=10_000)
@@ -36,7 +36,7 @@ def test_each_node_counts_the_prompts_sharing_its_prefix(sequences):
             assert child.start == branch.end
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(prompts, st.integers(1, 6), st.integers(1, 3))
 def test_folding_keeps_every_request_once(sequences, max_nodes, max_children):
     root = fold(_trie(sequences, unit=4), max_nodes=max_nodes, max_children=max_children)

@@ -93,11 +93,11 @@ def test_page_needs_no_network(samples_page):
     assert "@import" not in text and "<script src" not in text
 
 
-def test_json_is_the_data_behind_the_page(tmp_path):
-    result = run_pcache("report", PROMPTS, "--format", "json", "-o", "-")
-    assert result.returncode == 0, result.stderr.decode()
+def test_json_is_the_data_behind_the_page(cli, samples_page):
+    _, lint = samples_page
+    result = cli("report", PROMPTS, "--format", "json", "-o", "-")
+    assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    lint = json.loads(run_pcache("lint", PROMPTS, "--format", "json").stdout)
     assert data["lint"] == lint
     tree = data["tree"]
     assert tree["requests"] == lint["summary"]["requests"]
@@ -117,30 +117,30 @@ def _walk(node):
         yield from _walk(child)
 
 
-def test_trace_report_shows_the_replays_figures(tmp_path):
+def test_trace_report_shows_the_replays_figures(cli, tmp_path):
     page = tmp_path / "trace.html"
-    result = run_pcache("report", MOONCAKE, "-o", page)
-    assert result.returncode == 0, result.stderr.decode()
-    replay = json.loads(run_pcache("replay", MOONCAKE, "--format", "json").stdout)
+    result = cli("report", MOONCAKE, "-o", page)
+    assert result.exit_code == 0, result.output
+    replay = json.loads(cli("replay", MOONCAKE, "--format", "json").stdout)
     figures = Page(page.read_text()).figures
     assert float(figures["token_hit_rate"]) == pytest.approx(replay["token_hit_rate"], abs=1e-6)
     assert int(figures["requests"]) == replay["requests"]
     assert 'id="findings"' not in page.read_text()  # block ids carry no text to lint
-    data = json.loads(run_pcache("report", MOONCAKE, "--format", "json", "-o", "-").stdout)
-    sweep = json.loads(
-        run_pcache("replay", MOONCAKE, "--capacity-sweep", "--format", "json").stdout
-    )["sweep"]
+    data = json.loads(cli("report", MOONCAKE, "--format", "json", "-o", "-").stdout)
+    sweep = json.loads(cli("replay", MOONCAKE, "--capacity-sweep", "--format", "json").stdout)[
+        "sweep"
+    ]
     assert [r["token_hit_rate"] for r in data["sweep"]] == [r["token_hit_rate"] for r in sweep]
 
 
-def test_replay_files_add_their_ttft_distributions(tmp_path):
+def test_replay_files_add_their_ttft_distributions(cli, tmp_path):
     outcomes = tmp_path / "per_request.jsonl"
-    replay = run_pcache("replay", REQUESTS_TRACE, "-o", outcomes, "--format", "json")
-    assert replay.returncode == 0, replay.stderr.decode()
+    replay = cli("replay", REQUESTS_TRACE, "-o", outcomes, "--format", "json")
+    assert replay.exit_code == 0, replay.output
     expected = json.loads(replay.stdout)
     page = tmp_path / "ttft.html"
-    result = run_pcache("report", REQUESTS_TRACE, "--replay", outcomes, "-o", page)
-    assert result.returncode == 0, result.stderr.decode()
+    result = cli("report", REQUESTS_TRACE, "--replay", outcomes, "-o", page)
+    assert result.exit_code == 0, result.output
     text = page.read_text()
     row = re.search(r"<tr><td>predicted \([^)]*per_request\.jsonl\)</td>(.*?)</tr>", text, re.S)
     assert row, "the per-request file has its row in the TTFT table"
@@ -149,19 +149,19 @@ def test_replay_files_add_their_ttft_distributions(tmp_path):
     assert float(cells[4]) == expected["ttft_uncached_ms"]["p50"]
 
 
-def test_large_log_is_folded_and_small(tmp_path):
+def test_large_log_is_folded_and_small(cli, tmp_path):
     trace = tmp_path / "chat.jsonl"
-    synth = run_pcache(
+    synth = cli(
         "trace", "synth", "--workload", "chat", "-n", "3000", "--turns", "12",
         "--output-format", "hash-ids", "--seed", "3", "-o", trace,
     )  # fmt: skip
-    assert synth.returncode == 0, synth.stderr.decode()
+    assert synth.exit_code == 0, synth.output
     page = tmp_path / "large.html"
-    result = run_pcache("report", trace, "-o", page, "--sweep-points", "3")
-    assert result.returncode == 0, result.stderr.decode()
+    result = cli("report", trace, "-o", page, "--sweep-points", "3")
+    assert result.exit_code == 0, result.output
     assert page.stat().st_size < 400_000
     data = json.loads(
-        run_pcache("report", trace, "--format", "json", "-o", "-", "--sweep-points", "3").stdout
+        cli("report", trace, "--format", "json", "-o", "-", "--sweep-points", "3").stdout
     )
     tree = data["tree"]
     assert tree["nodes_total"] > 1000 and tree["nodes_drawn"] <= 240
