@@ -129,7 +129,7 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     told what is being computed."""
     stage = stage or (lambda text: None)
     from pcache.replay.arguments import ReplayArguments
-    from pcache.replay.run import simulation_options
+    from pcache.replay.run import simulation_options, trace_settings
     from pcache.replay.simulate import simulate, sweep_capacities
     from pcache.rules.runner import expand_paths
 
@@ -137,9 +137,14 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
         raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {options.profile!r}")
     replay_files = [read_replay_file(path) for path in options.replay_files]
     files = expand_paths(options.paths)
-    settings = Settings(
-        tokenizer=options.tokenizer, block_size=options.block_size, date=options.date
+    arguments = ReplayArguments(
+        trace=", ".join(options.paths),
+        model=options.model,
+        tokenizer=options.tokenizer,
+        block_size=options.block_size,
+        date=options.date,
     )
+    settings = trace_settings(arguments)
     stage("reading and tokenizing")
     trace, origins = _read(files, settings)
     hashed = trace.format in HASH_FORMATS
@@ -148,13 +153,6 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     lint = None if hashed else _lint(options)
 
     shape = resolve_model(options.model)
-    arguments = ReplayArguments(
-        trace=trace.source,
-        model=options.model,
-        tokenizer=options.tokenizer,
-        block_size=options.block_size,
-        date=options.date,
-    )
     simulation = simulation_options(arguments, shape.kv_bytes_per_token)
     capacities = sweep_capacities(trace, simulation, options.sweep_points)
     sweep = [
