@@ -100,9 +100,8 @@ def capacity_curve(
     figure, left = plt.subplots(figsize=(WIDTH_IN, 3.8))
     left.plot(blocks, hit_rates, marker="o", color=ON, label="token hit rate")
     left.set_xscale("log")
-    ticker = _ticker()
-    left.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:,.0f}"))
-    left.xaxis.set_minor_formatter(ticker.NullFormatter())
+    left.set_xticks(list(blocks), [f"{size:,}" for size in blocks])
+    left.xaxis.set_minor_formatter(_ticker().NullFormatter())
     left.set_ylim(0, 1)
     left.set_xlabel(f"cache capacity (blocks of {block_size} tokens, log scale)")
     left.set_ylabel("token hit rate", color=ON)
@@ -127,14 +126,25 @@ def capacity_curve(
     )
 
 
-def ttft_cdfs(series: Sequence[tuple[str, Sequence[float], str, str]]) -> str:
-    """Step CDFs of TTFT: (label, values in ms, colour, line style) per series."""
+def ttft_cdfs(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]) -> str:
+    """Step CDFs of TTFT: (label, values in ms, cache on, source number, measured) per series.
+    Cache on is blue, off orange; the simulator's lines are solid (on) and dashed (off), a
+    file's dash-dotted and dotted; measured lines are thick (readable without colour)."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.8))
-    for label, values, color, style in series:
+    for label, values, cache_on, source, measured in series:
+        style = ("-", "--") if source == 0 else ("-.", ":")
         ordered = sorted(values)
         fractions = [(rank + 1) / len(ordered) for rank in range(len(ordered))]
-        axes.step(ordered, fractions, where="post", label=label, color=color, linestyle=style)
+        axes.step(
+            ordered,
+            fractions,
+            where="post",
+            label=label,
+            color=ON if cache_on else OFF,
+            linestyle=style[0] if cache_on else style[1],
+            linewidth=2.4 if measured else 1.4,
+        )
     axes.set_xlabel("time to first token (ms)")
     axes.set_ylabel("fraction of requests")
     axes.set_ylim(0, 1.02)
@@ -150,7 +160,13 @@ def timeline(
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.4))
     axes.stackplot(
-        x, cached, uncached, labels=["cached", "recomputed"], colors=[ON, OFF], step="post"
+        x,
+        cached,
+        uncached,
+        labels=["cached", "recomputed (hatched)"],
+        colors=[ON, OFF],
+        hatch=["", "//"],
+        step="post",
     )
     axes.set_xlabel(x_label)
     axes.set_ylabel("prompt tokens")

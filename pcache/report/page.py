@@ -208,12 +208,10 @@ def _ttft_rows(report: Report) -> list[dict[str, Any]]:
 
 def _ttft_chart(report: Report) -> str | None:
     lines = []
-    styles = ["-", "--", ":", "-."]
-    for number, (label, on, off, _) in enumerate(_ttft_series(report)):
-        style = styles[number % len(styles)]
+    for source, (label, on, off, measured) in enumerate(_ttft_series(report)):
         if on:
-            lines.append((f"cache on, {label}", on, charts.ON, style))
-            lines.append((f"cache off, {label}", off, charts.OFF, style))
+            lines.append((f"cache on, {label}", on, True, source, measured))
+            lines.append((f"cache off, {label}", off, False, source, measured))
     return charts.ttft_cdfs(lines) if lines else None
 
 
