@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium installed")
 def page(tmp_path_factory):
     folder = tmp_path_factory.mktemp("browser")
     path = folder / "report.html"
-    result = run_pcache("report", SAMPLES / "prompts", "-o", path)
+    result = run_pcache("report", SAMPLES, "-o", path)
     assert result.returncode == 0, result.stderr.decode()
     return path
 
@@ -29,7 +29,7 @@ def page(tmp_path_factory):
 def test_page_loads_clean_and_shows_lints_figures(page):
     loaded = load(BROWSER, page)
     assert loaded.console == []
-    lint = json.loads(run_pcache("lint", SAMPLES / "prompts", "--format", "json").stdout)
+    lint = json.loads(run_pcache("lint", SAMPLES, "--format", "json").stdout)
     figures = dict(re.findall(r'data-figure="([a-z_]+)" data-value="([^"]*)"', loaded.dom))
     for key in ("requests", "sessions", "prompt_tokens", "cacheable_ratio"):
         assert float(figures[key]) == pytest.approx(lint["summary"][key], abs=1e-6)

@@ -191,17 +191,29 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
 
 def _read(files: list[str], settings: Settings) -> tuple[Trace, list[Origin]]:
     """Every file's records in one trace, in file order, and where each record came from."""
-    traces = [read_trace(path, settings=settings) for path in files]
-    formats = {trace.format for trace in traces}
-    if len(formats) > 1 and formats & set(HASH_FORMATS):
-        raise UsageError("give request logs or one hash-id trace, not both")
-    if len(traces) == 1:
-        trace = traces[0]
+    if len(files) == 1:
+        trace = read_trace(files[0], settings=settings)
         origins = [_origin(files[0], trace.source, record.line) for record in trace.records]
         return trace, origins
-    combined = Trace(source=", ".join(t.source for t in traces), format="requests", block_size=None)
+    # Several files form one request log; a file with no request in it (a hash-id trace, a
+    # list of token ids) is left out of the tree and the replay, as lint reports it (PC000).
+    read, left_out = [], []
+    for path in files:
+        try:
+            trace = read_trace(path, settings=settings)
+        except InputError as failure:
+            left_out.append(f"{failure}: left out of the tree and the replay")
+            continue
+        if trace.format in HASH_FORMATS:
+            left_out.append(f"{trace.source}: a {trace.format} trace, left out (report it alone)")
+            continue
+        read.append((path, trace))
+    if not read:
+        raise InputError(", ".join(files), "no request log among these files")
+    source = ", ".join(trace.source for _, trace in read)
+    combined = Trace(source=source, format="requests", block_size=None, skipped=left_out)
     origins = []
-    for path, trace in zip(files, traces, strict=True):
+    for path, trace in read:
         for record in trace.records:
             record.index = len(combined.records)
             combined.records.append(record)

@@ -111,6 +111,15 @@ def test_json_is_the_data_behind_the_page(cli, samples_page):
     assert len(data["per_request"]) == lint["summary"]["requests"]
 
 
+def test_a_folder_of_logs_and_traces_reports_its_requests(cli):
+    data = json.loads(cli("report", SAMPLES, "--format", "json", "-o", "-").stdout)
+    requests = data["lint"]["summary"]["requests"]
+    assert data["replay"]["requests"] == data["tree"]["requests"] == requests > 0
+    left_out = "\n".join(data["skipped"])
+    for name in ("mooncake_tiny.jsonl", "bailian_tiny.jsonl", "prompt_ids.json"):
+        assert name in left_out
+
+
 def _walk(node):
     yield node
     for child in node["children"]:
