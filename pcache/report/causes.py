@@ -18,6 +18,8 @@ from pcache.prompt.render import render
 from pcache.prompt.request import request_from_document
 from pcache.report.tree import Branch, iter_branches
 
+NO_TEXT = "the block ids differ (a hash-id trace carries no text to say why)"
+
 
 @dataclass(frozen=True, slots=True)
 class Origin:
@@ -103,7 +105,7 @@ def explain_branch_points(
                 requests_before=earliest.requests,
                 requests_after=leaving,
                 kind=cause.kind,
-                summary=SUMMARIES[cause.kind],
+                summary=SUMMARIES[cause.kind] if origins else NO_TEXT,
                 hint=cause.hint,
                 a_request=a_label,
                 b_request=b_label,
