@@ -93,7 +93,7 @@ def _figures(report: Report) -> list[Figure]:
                 "Cacheable if fixed",
                 f"{summary.cacheable_ratio_if_fixed:.1%}",
                 round(summary.cacheable_ratio_if_fixed, 6),
-                f"{summary.reusable_tokens_if_fixed:,} tokens",
+                _if_fixed_note(summary),
             ),
         ]
         data = summary.as_dict()
@@ -127,6 +127,13 @@ def _figures(report: Report) -> list[Figure]:
         )
     )
     return figures
+
+
+def _if_fixed_note(summary) -> str:
+    if_fixed = summary.as_dict().get("if_fixed")
+    if isinstance(if_fixed, dict) and "prompt_tokens" in if_fixed:  # the fixed log's own size
+        return f"{if_fixed['reusable_tokens']:,} of {if_fixed['prompt_tokens']:,} tokens"
+    return f"{summary.reusable_tokens_if_fixed:,} tokens (upper bound)"
 
 
 def _if_fixed_assumes(lint) -> str:
