@@ -170,6 +170,6 @@ def timeline(
     )
     axes.set_xlabel(x_label)
     axes.set_ylabel("prompt tokens")
-    axes.legend(loc="upper left", frameon=False)
+    axes.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
     figure.tight_layout()
     return _svg(figure, "Cached and recomputed prompt tokens per request over the log.")

@@ -158,6 +158,31 @@ def test_replay_files_add_their_ttft_distributions(cli, tmp_path):
     assert float(cells[4]) == expected["ttft_uncached_ms"]["p50"]
 
 
+def test_a_measured_replay_sits_beside_the_prediction(cli, tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("pcache.replay.engine_driver")
+    outcomes = tmp_path / "measured.jsonl"
+    replay = cli(
+        "replay", REQUESTS_TRACE, "--engine", "cpu", "-m", "tiny", "-o", outcomes,
+        "--format", "json",
+    )  # fmt: skip
+    assert replay.exit_code == 0, replay.output
+    measured = json.loads(replay.stdout)
+    page = tmp_path / "measured.html"
+    result = cli("report", REQUESTS_TRACE, "--replay", outcomes, "-o", page)
+    assert result.exit_code == 0, result.output
+    row = re.search(
+        r"<tr><td>measured \([^)]*measured\.jsonl\)</td>(.*?)</tr>", page.read_text(), re.S
+    )
+    assert row, "a file written by --engine is a measurement"
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row.group(1))
+    assert float(cells[1]) == measured["ttft_ms"]["p50"]
+    assert float(cells[4]) == measured["ttft_uncached_ms"]["p50"]
+    lines = [json.loads(line) for line in outcomes.read_text().splitlines()]
+    agreeing = sum(line["cached_tokens"] == line["predicted_cached_tokens"] for line in lines)
+    assert cells[-1] == f"{agreeing} of {len(lines)}"
+
+
 def test_large_log_is_folded_and_small(cli, tmp_path):
     trace = tmp_path / "chat.jsonl"
     synth = cli(
