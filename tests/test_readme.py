@@ -33,5 +33,7 @@ def test_readme_command_runs(command, tmp_path):
     ]
     result = run_pcache(*arguments, timeout=300)
     expected = FINDINGS_EXIT.get(arguments[0], {0})
+    if any("-clean" in argument for argument in arguments):
+        expected = {0}  # the clean samples have nothing to report
     assert result.returncode in expected, result.stderr.decode()[-2000:]
     assert b"Traceback" not in result.stderr

@@ -108,6 +108,7 @@ def lint_command(
         date=validate_date(date),
         selection=selection,
         fix=fix,
+        template_chosen=bool(tokenizer or settings.tokenizer),
     )
     if options.profile not in ("vllm", "sglang", "openai", "anthropic"):
         raise UsageError(
@@ -116,5 +117,5 @@ def lint_command(
     with lint_output.progress(enabled=format not in ("json", "sarif")) as advance:
         report = lint_paths(paths or [], options, settings, advance)
     lint_output.print_report(report, format)
-    if report.diagnostics and not exit_zero:
+    if report.failing and not exit_zero:
         raise typer.Exit(1)
