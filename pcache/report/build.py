@@ -4,7 +4,7 @@ Nothing here computes a cost, a hit or a cause of its own: lint's figures come f
 `pcache.rules.runner.lint_paths`, the replay's from `pcache.replay.simulate` (the capacity
 sweep and an unlimited cache), the causes at branch points from `pcache.diff.explain`; the
 prefix tree counts which requests share which tokens and reads the profile's reuse rule
-(`pcache.cache.profiles.reusable_tokens`) to say what a cache reuses of it.
+(`pcache.cache.reuse.reusable`) to say what a cache reuses of it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pcache.cache.capacity import resolve_model
-from pcache.cache.profiles import load_profile, reusable_tokens
+from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
+from pcache.cache.profiles import load_profile
+from pcache.cache.reuse import reusable
 from pcache.errors import InputError, UsageError
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings
@@ -37,7 +39,7 @@ class ReportOptions:
     replay_files: list[str] = field(default_factory=list)
     tokenizer: str = DEFAULT_TOKENIZER
     profile: str = "vllm"
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     date: str = DEFAULT_DATE
     model: str = DEFAULT_MODEL
     sweep_points: int = 8
@@ -282,11 +284,9 @@ def _tree(trace: Trace, origins, settings: Settings, options: ReportOptions) -> 
 
     def convert(branch: Branch) -> TreeNode:
         reused_end = branch.start
-        if branch.requests > 1 and not branch.folded:
-            reusable = reusable_tokens(
-                profile, branch.end, branch.end + 1, block_size, (branch.end,)
-            )
-            reused_end = max(branch.start, min(branch.end, reusable))
+        if branch.requests > 1 and not branch.folded:  # a prompt continuing past the end
+            shared = reusable(profile, branch.end, branch.end + 1, block_size)
+            reused_end = max(branch.start, min(branch.end, shared))
         return TreeNode(
             id=branch.id,
             start=branch.start,
