@@ -124,8 +124,9 @@ def _read_hash_records(entries: Iterator, trace: Trace, strict: bool) -> None:
 
 def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
     """Renders request bodies with the real tokenizer (`settings`: pipeline Settings)."""
-    from pcache.prompt.render import render, resolve_renderer
+    from pcache.prompt.render import prompt_token_ids, resolve_renderer
     from pcache.prompt.request import request_from_document
+    from pcache.prompt.segment_cache import SegmentCachedRenderer
 
     renderer = None
 
@@ -136,8 +137,8 @@ def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
         else:
             nonlocal renderer
             if renderer is None:
-                renderer = resolve_renderer(settings.tokenizer)
-            token_ids = list(render(request, renderer, settings.render_options()).token_ids)
+                renderer = SegmentCachedRenderer(resolve_renderer(settings.tokenizer))
+            token_ids = prompt_token_ids(request, renderer, settings.render_options())
         cached = None
         if isinstance(request.usage, dict):
             details = request.usage.get("prompt_tokens_details")
