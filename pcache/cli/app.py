@@ -82,7 +82,7 @@ def root(
 
 
 def _register() -> None:
-    from pcache.cli import diff, generate, hash, lint, replay, serve, trace
+    from pcache.cli import diff, generate, hash, lint, replay, report, serve, trace
 
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
@@ -90,6 +90,7 @@ def _register() -> None:
     app.command("replay")(replay.replay_command)
     app.command("generate")(generate.generate_command)
     app.command("serve")(serve.serve_command)
+    app.command("report")(report.report_command)
     app.add_typer(trace.trace_app, name="trace")
 
 

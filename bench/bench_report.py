@@ -1,0 +1,98 @@
+"""`pcache report` on the 10,000-request log of bench_lint.py: time, memory, page size, and
+how long headless Chromium takes from navigation to the load event (layout forced).
+
+    python bench/bench_report.py                        # 10,000 requests
+    python bench/bench_report.py --requests 2000 --loads 5
+    python bench/bench_report.py --screenshot docs/report.png   # the README's image
+
+Beside it, the same log through `pcache lint --format json` and `pcache replay
+--capacity-sweep --format json` (the two computations the report shows), each run once.
+Chromium loads the page `--loads` times (median, min and max). Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_lint import generate  # noqa: E402
+
+from tests.browser import find_chromium, load, screenshot  # noqa: E402
+
+
+def timed(*arguments: str) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of `python -m pcache ARGUMENTS`."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    command = ["/usr/bin/time", "-v", sys.executable, "-m", "pcache", *arguments]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
+    if result.returncode not in (0, 1):
+        raise SystemExit(result.stderr[-2000:])
+    wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", result.stderr)
+    hours, minutes, seconds = wall.groups()
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
+    total = int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
+    return total, int(rss.group(1)) / 1024
+
+
+def take_screenshot(output: Path) -> None:
+    browser = find_chromium()
+    if browser is None:
+        raise SystemExit("no chromium installed (apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as folder:
+        page = Path(folder) / "report.html"
+        timed("report", "samples/prompts", "-o", str(page))
+        screenshot(browser, page, output, width=1280, height=1500)
+    print(f"wrote {output}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--loads", type=int, default=3, help="Chromium loads (median reported)")
+    parser.add_argument("--screenshot", type=Path, help="only write the samples/ screenshot")
+    arguments = parser.parse_args()
+    if arguments.screenshot:
+        take_screenshot(arguments.screenshot)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "log.jsonl"
+        generate(log, arguments.requests)
+        page = Path(folder) / "report.html"
+        print(f"log: {arguments.requests:,} requests, {log.stat().st_size / 2**20:.1f} MiB")
+        for name, command in (
+            ("pcache report", ("report", str(log), "-o", str(page))),
+            ("pcache lint --format json", ("lint", str(log), "--format", "json")),
+            (
+                "pcache replay --capacity-sweep",
+                ("replay", str(log), "--capacity-sweep", "--format", "json"),
+            ),
+        ):
+            wall, rss = timed(*command)
+            print(f"{name:<32} {wall:8.1f} s  {rss:8.0f} MiB peak RSS")
+        print(f"page: {page.stat().st_size / 1000:.0f} kB")
+        browser = find_chromium()
+        if browser is None:
+            print("chromium: not installed, no load time")
+            return
+        runs = [load(browser, page) for _ in range(arguments.loads)]
+        times = [run.load_ms for run in runs]
+        messages = sum(len(run.console) for run in runs)
+        print(
+            f"chromium load: median {statistics.median(times):.0f} ms"
+            f" (min {min(times):.0f}, max {max(times):.0f}, {len(times)} loads),"
+            f" {messages} console messages"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""`pcache report LOG_OR_TRACE`: one self-contained HTML page of lint, prefix tree and replay."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Annotated
+
+import typer
+
+from pcache.cli.options import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_DATE,
+    DEFAULT_MODEL,
+    DEFAULT_TOKENIZER,
+    BlockSizeOpt,
+    DateOpt,
+)
+
+FORMATS = ("html", "json")
+
+
+def report_command(
+    paths: Annotated[
+        list[str],
+        typer.Argument(help="A request log (.jsonl), request files or directories, or a trace."),
+    ],
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="The HTML file to write (json: - for stdout).")
+    ] = "report.html",
+    replay: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--replay", help="A per-request file of pcache replay -o (repeatable): TTFT CDFs."
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        str,
+        typer.Option(
+            "--tokenizer",
+            "-t",
+            help="gpt-oss (default), o200k_base, cl100k_base, or a Hugging Face model directory.",
+        ),
+    ] = DEFAULT_TOKENIZER,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile", help="Cache that prices findings: vllm, sglang, openai, anthropic."
+        ),
+    ] = "vllm",
+    model: Annotated[
+        str,
+        typer.Option("--model", "-m", help="Model shape for KV sizes (a preset or config.json)."),
+    ] = DEFAULT_MODEL,
+    block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
+    date: DateOpt = DEFAULT_DATE,
+    sweep_points: Annotated[
+        int,
+        typer.Option("--sweep-points", min=2, max=64, help="Cache sizes in the capacity sweep."),
+    ] = 8,
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="html (the page) or json (the data behind it).")
+    ] = "html",
+) -> None:
+    """Write one HTML page (everything inline, opens offline) of what breaks the cache.
+
+    Example: pcache report samples/prompts -o report.html
+    """
+    from pcache.cli.console import stderr, write_json
+    from pcache.errors import UsageError
+    from pcache.files import check_writable, write_atomically
+    from pcache.pipeline import validate_date
+    from pcache.report.build import ReportOptions, build_report, check_inputs
+
+    if format not in FORMATS:
+        raise UsageError(f"--format must be html or json, got {format!r}")
+    check_inputs(paths)
+    to_stdout = format == "json" and output == "-"
+    if output == "-" and not to_stdout:
+        raise UsageError("--format html writes a file: give -o report.html")
+    if not to_stdout:
+        check_writable(output)
+    options = ReportOptions(
+        paths=list(paths),
+        replay_files=list(replay or []),
+        tokenizer=tokenizer,
+        profile=profile,
+        block_size=block_size,
+        date=validate_date(date),
+        model=model,
+        sweep_points=sweep_points,
+    )
+    if sys.stderr.isatty():
+        with stderr.status("pcache report") as status:
+            report = build_report(options, lambda text: status.update(f"pcache report: {text}"))
+    else:
+        report = build_report(options)
+    if format == "json":
+        import orjson
+
+        data = orjson.dumps(report.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
+        if to_stdout:
+            write_json(data)
+        else:
+            write_atomically(output, [data + b"\n"])
+        return
+    from pcache.report.page import render_page
+
+    command = shlex.join(["pcache", "report", *sys.argv[2:]]) if _from_cli() else "pcache report"
+    write_atomically(output, [render_page(report, command).encode()])
+    stderr.print(f"wrote {output}", markup=False, highlight=False)
+
+
+def _from_cli() -> bool:
+    return len(sys.argv) > 1 and sys.argv[1] == "report"

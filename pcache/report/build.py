@@ -1,0 +1,334 @@
+"""`pcache report` as one function: lint the log, replay it, grow its prefix tree.
+
+Nothing here computes a cost, a hit or a cause of its own: lint's figures come from
+`pcache.rules.runner.lint_paths`, the replay's from `pcache.replay.simulate` (the capacity
+sweep and an unlimited cache), the causes at branch points from `pcache.diff.explain`; the
+prefix tree counts which requests share which tokens and reads the profile's reuse rule
+(`pcache.cache.reuse.reusable`) to say what a cache reuses of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from pcache.cache.capacity import resolve_model
+from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
+from pcache.cache.profiles import load_profile
+from pcache.cache.reuse import reusable
+from pcache.errors import InputError, UsageError
+from pcache.models import DEFAULT_MODEL
+from pcache.pipeline import Settings
+from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
+from pcache.prompt.tokenizer import DEFAULT_DATE
+from pcache.replay.report import ReplayReport
+from pcache.report.causes import BranchPoint, Origin, branch_points, explain_branch_points
+from pcache.report.outcomes import ReplayFile, read_replay_file
+from pcache.report.tree import Branch, PrefixTrie, fold, iter_branches
+from pcache.traces.readers import read_trace
+from pcache.traces.record import Trace
+
+PROFILES = ("vllm", "sglang", "openai", "anthropic")
+HASH_FORMATS = ("mooncake", "bailian")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOptions:
+    paths: list[str]
+    replay_files: list[str] = field(default_factory=list)
+    tokenizer: str = DEFAULT_TOKENIZER
+    profile: str = "vllm"
+    block_size: int = DEFAULT_BLOCK_SIZE
+    date: str = DEFAULT_DATE
+    model: str = DEFAULT_MODEL
+    sweep_points: int = 8
+    max_nodes: int = 240
+    """Drawn nodes of the prefix tree; the rest is folded."""
+    labelled_branches: int = 12
+    max_findings: int = 2000
+    """Findings listed in the page's table (all are counted in the chart and the summary)."""
+
+
+@dataclass(slots=True)
+class TreeNode:
+    """A drawn node of the prefix tree and what the cache does with it."""
+
+    id: int
+    start: int
+    end: int
+    requests: int
+    first_request: str
+    reused_end: int
+    """Tokens [start, reused_end) are reused by later requests (empty when one request)."""
+    folded: int
+    children: list[TreeNode]
+    strips: list[tuple[int, int]]
+    """Folded nodes: (requests, mean prompt end) strips, longest prompts first."""
+
+
+@dataclass(slots=True)
+class PrefixTree:
+    requests: int
+    max_tokens: int
+    nodes_total: int
+    """Nodes of the whole tree before folding."""
+    nodes_drawn: int
+    branches_folded: int
+    unit_tokens: int
+    profile: str
+    root: TreeNode
+    branch_points: list[BranchPoint]
+
+
+@dataclass(slots=True)
+class Report:
+    """Everything the page shows (`pcache report --format json` is this dataclass)."""
+
+    inputs: list[str]
+    trace_format: str
+    settings: dict[str, Any]
+    lint: Any
+    """The `LintReport` (request logs) or None (hash-id traces: nothing to lint)."""
+    tree: PrefixTree
+    replay: ReplayReport
+    """The log replayed through an unlimited vllm cache (per-request outcomes kept)."""
+    sweep: list[ReplayReport]
+    replay_files: list[ReplayFile]
+    skipped: list[str]
+    max_findings: int
+
+    def to_dict(self) -> dict[str, Any]:
+        lint = None
+        if self.lint is not None:
+            lint = {
+                "findings": [d.as_dict() for d in self.lint.diagnostics],
+                "summary": self.lint.summary.as_dict(),
+            }
+        return {
+            "inputs": self.inputs,
+            "trace_format": self.trace_format,
+            "settings": self.settings,
+            "lint": lint,
+            "tree": asdict(self.tree),
+            "replay": self.replay.to_dict(),
+            "per_request": [outcome.to_dict() for outcome in self.replay.per_request],
+            "sweep": [report.to_dict() for report in self.sweep],
+            "replay_files": [
+                {
+                    "source": item.source,
+                    "measured": item.measured,
+                    "per_request": [outcome.to_dict() for outcome in item.outcomes],
+                }
+                for item in self.replay_files
+            ],
+            "skipped": self.skipped,
+        }
+
+
+def build_report(options: ReportOptions, stage: Callable[[str], None] | None = None) -> Report:
+    """Lint, replay and fold the log at `options.paths` into one `Report`; `stage(text)` is
+    told what is being computed."""
+    stage = stage or (lambda text: None)
+    from pcache.replay.arguments import ReplayArguments
+    from pcache.replay.run import simulation_options, trace_settings
+    from pcache.replay.simulate import simulate, sweep_capacities
+    from pcache.rules.runner import expand_paths
+
+    if options.profile not in PROFILES:
+        raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {options.profile!r}")
+    replay_files = [read_replay_file(path) for path in options.replay_files]
+    files = expand_paths(options.paths)
+    arguments = ReplayArguments(
+        trace=", ".join(options.paths),
+        model=options.model,
+        tokenizer=options.tokenizer,
+        block_size=options.block_size,
+        date=options.date,
+    )
+    settings = trace_settings(arguments)
+    stage("reading and tokenizing")
+    trace, origins = _read(files, settings)
+    hashed = trace.format in HASH_FORMATS
+    if not hashed:
+        stage("linting")
+    lint = None if hashed else _lint(options)
+
+    shape = resolve_model(options.model)
+    simulation = simulation_options(arguments, shape.kv_bytes_per_token)
+    capacities = sweep_capacities(trace, simulation, options.sweep_points)
+    sweep = [
+        simulate(
+            trace, replace(simulation, cache_blocks=size), keep_requests=size == capacities[-1]
+        )
+        for size in capacities
+    ]
+    replay = sweep[-1]  # the sweep ends at the footprint of an unlimited cache
+    if replay.evicted_blocks:
+        replay = simulate(trace, simulation, keep_requests=True)
+
+    stage("growing the prefix tree")
+    tree = _tree(trace, origins if not hashed else None, settings, options)
+    return Report(
+        inputs=list(options.paths),
+        trace_format=trace.format,
+        settings={
+            "tokenizer": lint.summary.tokenizer if lint else "(block ids)",
+            "profile": options.profile,
+            "block_size": trace.block_size or options.block_size,
+            "date": options.date,
+            "model": shape.name,
+            "replay_policy": simulation.policy,
+            "ttft_model": asdict(simulation.ttft),
+        },
+        lint=lint,
+        tree=tree,
+        replay=replay,
+        sweep=sweep,
+        replay_files=replay_files,
+        skipped=trace.skipped,
+        max_findings=options.max_findings,
+    )
+
+
+def _read(files: list[str], settings: Settings) -> tuple[Trace, list[Origin]]:
+    """Every file's records in one trace, in file order, and where each record came from."""
+    if len(files) == 1:
+        trace = read_trace(files[0], settings=settings)
+        origins = [_origin(files[0], trace.source, record.line) for record in trace.records]
+        return trace, origins
+    # Several files form one request log; a file with no request in it (a hash-id trace, a
+    # list of token ids) is left out of the tree and the replay, as lint reports it (PC000).
+    read, left_out = [], []
+    for path in files:
+        try:
+            trace = read_trace(path, settings=settings)
+        except InputError as failure:
+            left_out.append(f"{failure}: left out of the tree and the replay")
+            continue
+        if trace.format in HASH_FORMATS:
+            left_out.append(f"{trace.source}: a {trace.format} trace, left out (report it alone)")
+            continue
+        read.append((path, trace))
+    if not read:
+        raise InputError(", ".join(files), "no request log among these files")
+    source = ", ".join(trace.source for _, trace in read)
+    combined = Trace(source=source, format="requests", block_size=None, skipped=left_out)
+    origins = []
+    for path, trace in read:
+        for record in trace.records:
+            record.index = len(combined.records)
+            combined.records.append(record)
+            origins.append(_origin(path, trace.source, record.line))
+        combined.skipped.extend(trace.skipped)
+        combined.has_timestamps = combined.has_timestamps or trace.has_timestamps
+    stamps = [record.timestamp_ms for record in combined.records]
+    if stamps != sorted(stamps):
+        order = sorted(range(len(stamps)), key=stamps.__getitem__)
+        combined.records = [combined.records[i] for i in order]
+        origins = [origins[i] for i in order]
+        for index, record in enumerate(combined.records):
+            record.index = index
+        combined.reordered = True
+    return combined, origins
+
+
+def _origin(path: str, source: str, line: int | None) -> Origin:
+    return Origin(path, line, source if line is None else f"{source}:{line}")
+
+
+def _lint(options: ReportOptions):
+    """`pcache lint PATHS` with the same settings, the same `[tool.pcache.lint]` config."""
+    from pathlib import Path
+
+    from pcache.rules import RULES
+    from pcache.rules.config import find_config, load_config
+    from pcache.rules.runner import LintOptions, lint_paths
+    from pcache.rules.selection import SelectionInput, resolve
+
+    config_path = find_config(Path.cwd())
+    config = load_config(config_path)
+    selection = resolve(
+        config.selection,
+        SelectionInput(None, [], []),
+        RULES,
+        source=f"{config_path}" if config_path else "config",
+    )
+    lint_options = LintOptions(
+        tokenizer=options.tokenizer,
+        profile=options.profile,
+        block_size=options.block_size,
+        date=options.date,
+        selection=selection,
+    )
+    return lint_paths(list(options.paths), lint_options, config)
+
+
+def _tree(trace: Trace, origins, settings: Settings, options: ReportOptions) -> PrefixTree:
+    hashed = trace.block_size is not None
+    unit = trace.block_size if hashed else 1
+    trie = PrefixTrie(unit)
+    for record in trace.records:
+        units = record.hash_ids if hashed else record.token_ids
+        assert units is not None
+        trie.insert(units, record.input_length, record.cache_salt)
+    root = fold(trie, options.max_nodes)
+    points = branch_points(root, options.labelled_branches)
+    renderer = resolve_renderer(settings.tokenizer) if origins else None
+    labelled = explain_branch_points(points, origins, settings, renderer)
+    profile = load_profile(options.profile)
+    block_size = trace.block_size or options.block_size
+
+    def label(index: int) -> str:
+        return origins[index].label if origins else f"request {index} (line {_line(trace, index)})"
+
+    def convert(branch: Branch) -> TreeNode:
+        reused_end = branch.start
+        if branch.requests > 1 and not branch.folded:  # a prompt continuing past the end
+            shared = reusable(profile, branch.end, branch.end + 1, block_size)
+            reused_end = max(branch.start, min(branch.end, shared))
+        return TreeNode(
+            id=branch.id,
+            start=branch.start,
+            end=branch.end,
+            requests=branch.requests,
+            first_request=label(branch.first_request),
+            reused_end=reused_end,
+            folded=branch.folded,
+            children=[convert(child) for child in branch.children],
+            strips=branch.strips,
+        )
+
+    drawn = list(iter_branches(root))
+    return PrefixTree(
+        requests=trie.root.requests,
+        max_tokens=max(trie.lengths, default=0),
+        nodes_total=_count_nodes(trie),
+        nodes_drawn=sum(1 for branch in drawn if not branch.folded) - 1,
+        branches_folded=sum(branch.folded for branch in drawn),
+        unit_tokens=unit,
+        profile=profile.name,
+        root=convert(root),
+        branch_points=labelled,
+    )
+
+
+def _line(trace: Trace, index: int) -> int | None:
+    return trace.records[index].line
+
+
+def _count_nodes(trie: PrefixTrie) -> int:
+    total, stack = 0, [trie.root]
+    while stack:
+        node = stack.pop()
+        total += 1
+        stack.extend(node.children.values())
+    return total - 1
+
+
+def check_inputs(paths: list[str]) -> None:
+    if not paths:
+        raise UsageError("no input: pass a request log, a directory of requests or a trace")
+    for path in paths:
+        if path == "-":
+            raise InputError("-", "pcache report reads files (the log is read twice)")

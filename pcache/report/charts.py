@@ -1,0 +1,175 @@
+"""The page's charts, drawn by matplotlib as inline SVG (text kept as text, no fonts embedded).
+
+Each function returns the markup of one `<svg>` that scales to its container; the page puts
+the same figures in a table beside each chart.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+
+from pcache.errors import ConfigError
+
+ON = "#1f6f8b"  # cache on / reused
+OFF = "#c8553d"  # cache off / recomputed
+ACCENT = "#6b7a8f"
+WIDTH_IN = 10.5  # at the page's 1,140 px the text is drawn near its 10 pt
+_HEADER = re.compile(r"^.*?(<svg\b)", re.S)
+_SIZE = re.compile(r'\s(width|height)="[^"]*pt"')
+_METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.S)
+_NAMESPACES = re.compile(r'\sxmlns(:xlink)?="[^"]*"')  # inline SVG in HTML needs none
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError(
+            "pcache report draws its charts with matplotlib: pip install 'pcache[plot]'"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "svg.fonttype": "none",
+            "text.parse_math": False,  # a file name with $ signs is text
+            "svg.hashsalt": "pcache-report",
+            "font.family": "sans-serif",
+            "font.size": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+        }
+    )
+    return plt
+
+
+def _ticker():
+    from matplotlib import ticker
+
+    return ticker
+
+
+def _svg(figure, label: str) -> str:
+    plt = _pyplot()
+    buffer = io.StringIO()
+    try:
+        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    finally:
+        plt.close(figure)
+    markup = _HEADER.sub(r"\1", buffer.getvalue(), count=1)
+    markup = _SIZE.sub("", markup, count=2)
+    markup = _METADATA.sub("", markup, count=1)
+    markup = _NAMESPACES.sub("", markup, count=2)
+    escaped = label.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    return markup.replace("<svg", f'<svg role="img" aria-label="{escaped}"', 1)
+
+
+def findings_bars(codes: Sequence[str], tokens: Sequence[int], counts: Sequence[int]) -> str:
+    """Tokens re-prefilled per rule (horizontal bars), the finding count at each bar's end."""
+    plt = _pyplot()
+    height = 0.9 + 0.26 * max(len(codes), 1)
+    figure, axes = plt.subplots(figsize=(WIDTH_IN, height))
+    rows = list(range(len(codes)))[::-1]
+    axes.barh(rows, tokens, color=OFF, height=0.6)
+    axes.set_yticks(rows, list(codes))
+    top = max(tokens, default=0) or 1
+    for row, value, count in zip(rows, tokens, counts, strict=True):
+        noun = "finding" if count == 1 else "findings"
+        axes.text(value + top * 0.01, row, f"{value:,} tok · {count} {noun}", va="center")
+    axes.set_xlim(0, top * 1.35)
+    axes.set_xlabel("prompt tokens re-prefilled (charged to the rule)")
+    axes.grid(axis="y", visible=False)
+    figure.tight_layout()
+    return _svg(figure, "Tokens re-prefilled per rule; the table below lists the same figures.")
+
+
+def capacity_curve(
+    blocks: Sequence[int],
+    hit_rates: Sequence[float],
+    saved: Sequence[int],
+    block_size: int,
+    unlimited_blocks: int,
+) -> str:
+    """Token hit rate (left axis) and prefill tokens saved (right axis) against capacity."""
+    plt = _pyplot()
+    figure, left = plt.subplots(figsize=(WIDTH_IN, 3.8))
+    left.plot(blocks, hit_rates, marker="o", color=ON, label="token hit rate")
+    left.set_xscale("log")
+    left.set_xticks(list(blocks), [f"{size:,}" for size in blocks])
+    left.xaxis.set_minor_formatter(_ticker().NullFormatter())
+    left.set_ylim(0, 1)
+    left.set_xlabel(f"cache capacity (blocks of {block_size} tokens, log scale)")
+    left.set_ylabel("token hit rate", color=ON)
+    right = left.twinx()
+    right.plot(blocks, saved, marker="s", linestyle="--", color=ACCENT, label="tokens saved")
+    right.set_ylabel("prefill tokens saved (dashed)", color=ACCENT)
+    right.set_ylim(0, max(max(saved, default=0) * 1.1, 1))
+    right.grid(False)
+    right.spines["right"].set_visible(True)
+    left.axvline(unlimited_blocks, color="#999", linewidth=1, linestyle=":")
+    left.annotate(
+        "never evicts",
+        (unlimited_blocks, 0.03),
+        ha="right",
+        color="#666",
+        xytext=(-4, 0),
+        textcoords="offset points",
+    )
+    figure.tight_layout()
+    return _svg(
+        figure, "Token hit rate and prefill tokens saved against cache capacity; table below."
+    )
+
+
+def ttft_cdfs(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]) -> str:
+    """Step CDFs of TTFT: (label, values in ms, cache on, source number, measured) per series.
+    Cache on is blue, off orange; the simulator's lines are solid (on) and dashed (off), a
+    file's dash-dotted and dotted; measured lines are thick (readable without colour)."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.8))
+    for label, values, cache_on, source, measured in series:
+        style = ("-", "--") if source == 0 else ("-.", ":")
+        ordered = sorted(values)
+        fractions = [(rank + 1) / len(ordered) for rank in range(len(ordered))]
+        axes.step(
+            ordered,
+            fractions,
+            where="post",
+            label=label,
+            color=ON if cache_on else OFF,
+            linestyle=style[0] if cache_on else style[1],
+            linewidth=2.4 if measured else 1.4,
+        )
+    axes.set_xlabel("time to first token (ms)")
+    axes.set_ylabel("fraction of requests")
+    axes.set_ylim(0, 1.02)
+    axes.legend(loc="lower right", frameon=False)
+    figure.tight_layout()
+    return _svg(figure, "TTFT distributions with the cache on and off; percentiles in the table.")
+
+
+def timeline(
+    x: Sequence[float], cached: Sequence[int], uncached: Sequence[int], x_label: str
+) -> str:
+    """Cached and recomputed prompt tokens per request (or per bin of requests), stacked."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.4))
+    axes.stackplot(
+        x,
+        cached,
+        uncached,
+        labels=["cached", "recomputed (hatched)"],
+        colors=[ON, OFF],
+        hatch=["", "//"],
+        step="post",
+    )
+    axes.set_xlabel(x_label)
+    axes.set_ylabel("prompt tokens")
+    axes.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
+    figure.tight_layout()
+    return _svg(figure, "Cached and recomputed prompt tokens per request over the log.")

@@ -1,0 +1,244 @@
+"""The HTML page of a `Report`: one file, every chart and style inline, no network.
+
+The Jinja2 template (`templates/report.html.j2`) lays out what this module hands it: the
+summary figures (each with its exact value in a `data-value` attribute), the icicle, the
+charts as SVG and the tables behind them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pcache.replay.report import distribution_of
+from pcache.report import charts
+from pcache.report.build import Report
+from pcache.report.icicle import layout
+
+TIMELINE_BINS = 240
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    key: str
+    label: str
+    text: str
+    value: object
+    note: str = ""
+
+
+def render_page(report: Report, command: str) -> str:
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("pcache.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    template = environment.get_template("report.html.j2")
+    return template.render(**context(report, command))
+
+
+def context(report: Report, command: str) -> dict[str, Any]:
+    lint = report.lint
+    rules = sorted(lint.summary.rules, key=lambda t: -t.tokens_reprefilled) if lint else []
+    findings = lint.diagnostics if lint else []
+    return {
+        "report": report,
+        "command": command,
+        "figures": _figures(report),
+        "top_rules": [rule for rule in rules if rule.tokens_reprefilled > 0][:3],
+        "rules": rules,
+        "findings": findings[: report.max_findings],
+        "findings_total": len(findings),
+        "rule_codes": sorted({d.code for d in findings}),
+        "icicle": layout(report.tree),
+        "tree": report.tree,
+        "findings_chart": _findings_chart(rules),
+        "sweep": report.sweep,
+        "capacity_chart": _capacity_chart(report),
+        "ttft": _ttft_rows(report),
+        "ttft_chart": _ttft_chart(report),
+        "timeline_chart": _timeline_chart(report),
+        "if_fixed_assumes": _if_fixed_assumes(lint),
+    }
+
+
+def _figures(report: Report) -> list[Figure]:
+    replay = report.replay
+    figures = []
+    lint = report.lint
+    if lint is not None:
+        summary = lint.summary
+        figures += [
+            Figure("requests", "Requests", f"{summary.requests:,}", summary.requests),
+            Figure("sessions", "Sessions", f"{summary.sessions:,}", summary.sessions),
+            Figure(
+                "prompt_tokens",
+                "Prompt tokens",
+                f"{summary.prompt_tokens:,}",
+                summary.prompt_tokens,
+            ),
+            Figure(
+                "cacheable_ratio",
+                "Cacheable as is",
+                f"{summary.cacheable_ratio:.1%}",
+                round(summary.cacheable_ratio, 6),
+                f"{summary.reusable_tokens:,} tokens reused ({summary.profile})",
+            ),
+            Figure(
+                "cacheable_ratio_if_fixed",
+                "Cacheable if fixed",
+                f"{summary.cacheable_ratio_if_fixed:.1%}",
+                round(summary.cacheable_ratio_if_fixed, 6),
+                _if_fixed_note(summary),
+            ),
+        ]
+        data = summary.as_dict()
+        if "unattributed_tokens" in data:  # re-prefilled tokens no finding explains
+            unattributed = data["unattributed_tokens"]
+            parts = data.get("unattributed_by_request", {})
+            note = ", ".join(f"{count:,} {kind.replace('_', ' ')}" for kind, count in parts.items())
+            figures.append(
+                Figure(
+                    "unattributed_tokens",
+                    "Re-prefilled, no finding",
+                    f"{unattributed:,}",
+                    unattributed,
+                    f"of {data['reprefilled_tokens']:,} re-prefilled ({note})",
+                )
+            )
+    else:
+        figures += [
+            Figure("requests", "Requests", f"{replay.requests:,}", replay.requests),
+            Figure(
+                "prompt_tokens", "Prompt tokens", f"{replay.query_tokens:,}", replay.query_tokens
+            ),
+        ]
+    figures.append(
+        Figure(
+            "token_hit_rate",
+            "Replay hit rate",
+            f"{replay.token_hit_rate:.1%}",
+            round(replay.token_hit_rate, 6),
+            f"simulated {replay.policy}, unlimited cache, {replay.concurrency}",
+        )
+    )
+    return figures
+
+
+def _if_fixed_note(summary) -> str:
+    if_fixed = summary.as_dict().get("if_fixed")
+    if isinstance(if_fixed, dict) and "prompt_tokens" in if_fixed:  # the fixed log's own size
+        return f"{if_fixed['reusable_tokens']:,} of {if_fixed['prompt_tokens']:,} tokens"
+    return f"{summary.reusable_tokens_if_fixed:,} tokens (upper bound)"
+
+
+def _if_fixed_assumes(lint) -> str:
+    if lint is None:
+        return ""
+    if_fixed = lint.summary.as_dict().get("if_fixed")
+    if isinstance(if_fixed, dict) and "assumes" in if_fixed:
+        return if_fixed["assumes"]
+    return "every finding assumed fixed (an upper bound)"
+
+
+def _findings_chart(rules) -> str | None:
+    if not rules:
+        return None
+    return charts.findings_bars(
+        [f"{t.code} {t.name}" for t in rules],
+        [t.tokens_reprefilled for t in rules],
+        [t.count for t in rules],
+    )
+
+
+def _capacity_chart(report: Report) -> str | None:
+    sweep = report.sweep
+    if len(sweep) < 2:
+        return None
+    return charts.capacity_curve(
+        [r.capacity_blocks or 0 for r in sweep],
+        [r.token_hit_rate for r in sweep],
+        [r.prefill_tokens_saved for r in sweep],
+        sweep[0].block_size,
+        sweep[-1].capacity_blocks or 0,
+    )
+
+
+def _ttft_series(report: Report):
+    """(label, cache-on values, cache-off values, measured) per source of TTFTs."""
+    predicted = report.replay.per_request
+    series = [
+        (
+            "predicted (simulator)",
+            [o.ttft_ms for o in predicted],
+            [o.ttft_uncached_ms for o in predicted],
+            False,
+        )
+    ]
+    for item in report.replay_files:
+        kind = "measured" if item.measured else "predicted"
+        series.append(
+            (
+                f"{kind} ({item.source})",
+                [o.ttft_ms for o in item.outcomes],
+                [o.ttft_uncached_ms for o in item.outcomes],
+                item.measured,
+            )
+        )
+    return series
+
+
+def _ttft_rows(report: Report) -> list[dict[str, Any]]:
+    rows = []
+    files = [None, *report.replay_files]
+    for (label, on, off, measured), item in zip(_ttft_series(report), files, strict=True):
+        agreeing = None
+        if item is not None and item.measured:
+            agreeing = sum(o.cached_tokens == o.predicted_cached_tokens for o in item.outcomes)
+        rows.append(
+            {
+                "label": label,
+                "measured": measured,
+                "requests": len(on),
+                "on": distribution_of(on),
+                "off": distribution_of(off),
+                "cached_as_predicted": agreeing,
+                "other_log": item is not None and len(on) != report.replay.requests,
+            }
+        )
+    return rows
+
+
+def _ttft_chart(report: Report) -> str | None:
+    lines = []
+    for source, (label, on, off, measured) in enumerate(_ttft_series(report)):
+        if on:
+            lines.append((f"cache on, {label}", on, True, source, measured))
+            lines.append((f"cache off, {label}", off, False, source, measured))
+    return charts.ttft_cdfs(lines) if lines else None
+
+
+def _timeline_chart(report: Report) -> str | None:
+    outcomes = report.replay.per_request
+    if not outcomes:
+        return None
+    timed = len({o.timestamp_ms for o in outcomes}) > 1
+    size = max(1, -(-len(outcomes) // TIMELINE_BINS))
+    x, cached, uncached = [], [], []
+    for start in range(0, len(outcomes), size):
+        chunk = outcomes[start : start + size]
+        first = chunk[0]
+        x.append(first.timestamp_ms / 1000 if timed else start)
+        cached.append(sum(o.cached_tokens for o in chunk) / len(chunk))
+        uncached.append(sum(o.prompt_tokens - o.cached_tokens for o in chunk) / len(chunk))
+    if len(x) == 1:  # one point draws nothing: give the step a width
+        x.append(x[0] + 1)
+        cached.append(cached[0])
+        uncached.append(uncached[0])
+    per = "request" if size == 1 else f"request (mean of {size})"
+    label = "arrival time (s)" if timed else f"{per} in arrival order"
+    return charts.timeline(x, cached, uncached, label)
