@@ -32,6 +32,8 @@ class Calibration:
     rank: int
     """Independent terms the samples determined (3: overhead, per token and per pair)."""
     rms_error_ms: float
+    probes: int = 0
+    """How many of the samples were length probes rather than requests of the trace."""
     engine_model: str = ""
     dtype: str = ""
     device: str = ""
@@ -101,7 +103,7 @@ def load_calibration(path: str) -> Calibration:
             float(coefficients["ms_per_token"]),
             float(coefficients["ms_per_pair"]),
         )
-        fields = {key: data[key] for key in ("samples", "rank", "rms_error_ms")}
+        fields = {key: data[key] for key in ("samples", "rank", "rms_error_ms", "probes")}
         described = {
             key: str(data.get(key, ""))
             for key in ("engine_model", "dtype", "device", "backend", "machine", "date")

@@ -140,6 +140,7 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
     cache_off = Engine(replace(config, enable_prefix_caching=False), runner=cache_on.runner)
     records = tokens.records
     _warm_up(cache_on, cache_off, records, model_config.vocab_size, arguments.seed)
+    probes = _probe(cache_off, records, model_config.vocab_size, arguments.seed)
     runs = Runs()
     for repetition in range(arguments.repeat):
         if arguments.concurrency == "serial":
@@ -163,7 +164,9 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
         backend=config.backend_name,
         device=config.device,
     )
-    report, calibration = _report(arguments, tokens, capacity, kv_bytes, runs, cut, description)
+    report, calibration = _report(
+        arguments, tokens, capacity, kv_bytes, runs, probes, cut, description
+    )
     if arguments.save_calibration is not None:
         save_calibration(arguments.save_calibration, calibration)
     name = Path(arguments.model).name if directory is not None else arguments.model
@@ -231,6 +234,25 @@ def _warm_up(cache_on, cache_off, records: list[TraceRecord], vocab_size: int, s
     for engine in (cache_on, cache_off):
         engine.check_integrity()
         engine.reset()
+
+
+PROBE_FRACTIONS = (1 / 8, 1 / 4, 1 / 2, 3 / 4, 1)
+
+
+def _probe(cache_off, records: list[TraceRecord], vocab_size: int, seed: int):
+    """Cache-off TTFTs of prompts of 1/8 to 1 times the longest prompt (fresh tokens, median
+    of two): a trace of one prompt length cannot separate the TTFT model's three terms."""
+    longest = max(record.input_length for record in records)
+    lengths = sorted({max(round(longest * fraction), 1) for fraction in PROBE_FRACTIONS})
+    generator = np.random.default_rng([seed, 0x50524F42])
+    samples = []
+    for length in lengths:
+        prompt = generator.integers(0, vocab_size, length).tolist()
+        ttfts = [_run_alone(cache_off, prompt, 1).ttft_ms for _ in range(2)]
+        samples.append((length, 0, statistics.median(ttfts)))
+    cache_off.check_integrity()
+    cache_off.reset()
+    return samples
 
 
 def _serial(cache_on, cache_off, records, repetition: int, progress) -> tuple[Run, Run]:
@@ -355,21 +377,21 @@ def _run_stats(runs: list[Run], records: list[TraceRecord]) -> RunStats:
     )
 
 
-def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, cut, described):
+def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cut, described):
     from pcache.replay.run import simulation_options
     from pcache.replay.simulate import simulate
 
     records = tokens.records
     timed = arguments.concurrency == "timed"
     on_runs, off_runs = runs.cache_on, runs.cache_off
-    # the fit: cache-off TTFTs (timed: from first scheduling, without the queueing)
+    # the fit: cache-off TTFTs (timed: from first scheduling, without the queueing) and the
+    # length probes
     fit_of = (lambda s: s.prefill_ms) if timed else (lambda s: s.ttft_ms)
     off_fit = _median_per_request(off_runs, fit_of)
-    calibration = fit_ttft_model(
-        [(r.input_length, 0, ttft) for r, ttft in zip(records, off_fit, strict=True)]
-    )
+    measured = [(r.input_length, 0, ttft) for r, ttft in zip(records, off_fit, strict=True)]
     calibration = replace(
-        calibration,
+        fit_ttft_model(measured + probes),
+        probes=len(probes),
         engine_model=described.model,
         dtype=described.dtype,
         device=described.device,
@@ -430,10 +452,10 @@ def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, cut, descr
             "seed": arguments.seed,
         },
         run_order=(
-            "cache on first in even repetitions, cache off first in odd ones"
+            "whole runs, cache on first in even repetitions"
             if timed
-            else "interleaved request by request: cache on first for even requests, off first"
-            " for odd ones (swapped in odd repetitions)"
+            else "interleaved per request, cache on first for even requests"
+            " (odd ones in odd repetitions)"
         ),
         repeat=arguments.repeat,
         warmup="the trace's shortest, median and longest prompt lengths, fresh tokens, 2"
