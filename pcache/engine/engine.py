@@ -58,11 +58,14 @@ class Engine:
         self.model_config = self.runner.model_config
         self.hash_settings = HashSettings(config.hash_algo, config.block_size)
         self._ids = itertools.count()
-        self.reset()
+        self._fresh_state()
 
     def reset(self) -> None:
         """A fresh cache state: an empty pool and scheduler, no sequences (none may be running)."""
-        assert not getattr(self, "sequences", None) or not self.has_unfinished_requests()
+        assert not self.has_unfinished_requests(), "reset while requests are running"
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
         self.kv_manager = KVCacheManager(
             self.runner.num_blocks,
             self.config.block_size,

@@ -56,6 +56,7 @@ class ModelRunner:
         else:
             load_checkpoint(self.model, directory)
         self.kv_cache = self.allocate_kv_cache()
+        self._bound_kv_cache: KVCache | None = None
         self.use_kv_cache(self.kv_cache)
         self.backend = get_backend(config.backend_name)
         self.sampler = Sampler(config.seed, self.device)
@@ -72,7 +73,7 @@ class ModelRunner:
 
     def use_kv_cache(self, kv_cache: KVCache) -> None:
         """Point every attention layer at `kv_cache` (the next forward passes read and write it)."""
-        if getattr(self, "_bound_kv_cache", None) is kv_cache:
+        if self._bound_kv_cache is kv_cache:
             return
         for layer, (k_cache, v_cache) in zip(self.model.attention_layers(), kv_cache, strict=True):
             layer.k_cache, layer.v_cache = k_cache, v_cache

@@ -1,9 +1,10 @@
-"""`pcache replay` as one function: read the trace, pick the driver, return its report(s).
+"""`pcache replay` as one function: pick the driver for `arguments.mode`, return its report(s).
 
 Drivers: `simulate` (`pcache.replay.simulate`, the block pool without a model) and `engine`
-(`pcache.replay.engine_driver`, the built-in engine, cache on and off). Each takes the
-arguments and the trace and returns a `ReplayReport`; a new driver is one more entry in
-`_DRIVERS`.
+(`pcache.replay.engine_driver`, the built-in engine, cache on and off). A driver is a function
+(arguments, progress) -> ReplayResult; it reads the trace with `load_trace`, and a measuring
+driver fills `ReplayReport.measurement` (and can run the simulator beside it with
+`simulation_options`). A new driver is one more entry in `_DRIVERS`.
 """
 
 from __future__ import annotations
@@ -47,13 +48,14 @@ class ReplayResult:
 
 def run_replay(arguments: ReplayArguments, progress: Progress = None) -> ReplayResult:
     """Replay `arguments.trace` with the driver `arguments.mode` names."""
-    if arguments.mode not in MODES or arguments.mode == "endpoint":
-        raise UsageError(f"unknown replay mode {arguments.mode!r}")
+    driver = _DRIVERS.get(arguments.mode)
+    if driver is None:
+        raise UsageError(
+            f"replay mode must be one of {', '.join(_DRIVERS)}, got {arguments.mode!r}"
+        )
     if arguments.device not in DEVICES:
         raise UsageError(f"--engine must be cpu or gpu, got {arguments.device!r}")
-    if arguments.mode != "simulate":
-        return _run_engine(arguments, progress)
-    return _run_simulation(arguments, progress)
+    return driver(arguments, progress)
 
 
 def trace_settings(arguments: ReplayArguments) -> Settings:
@@ -137,3 +139,10 @@ def _run_engine(arguments: ReplayArguments, progress: Progress) -> ReplayResult:
 
     report, name, trace = replay_engine(arguments, progress)
     return ReplayResult([report], False, name, trace.skipped, trace.reordered)
+
+
+_DRIVERS: dict[str, Callable[[ReplayArguments, Progress], ReplayResult]] = {
+    "simulate": _run_simulation,
+    "engine": _run_engine,
+}
+assert set(_DRIVERS) <= set(MODES)
