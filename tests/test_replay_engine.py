@@ -158,7 +158,7 @@ def test_timed_burst_shares_blocks_between_running_requests(cli, tmp_path):
         "--concurrency",
         "timed",
         "--time-scale",
-        "0.000001",
+        "0",
         "--limit",
         "6",
     )

@@ -91,8 +91,8 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
         raise EngineError("--gpu needs a CUDA device, and torch finds none on this machine")
     if arguments.concurrency not in ("serial", "timed"):
         raise UsageError(f"--concurrency must be serial or timed, got {arguments.concurrency!r}")
-    if not 0 < arguments.time_scale < float("inf"):
-        raise UsageError(f"--time-scale must be a positive number, got {arguments.time_scale}")
+    if not 0 <= arguments.time_scale < float("inf"):
+        raise UsageError(f"--time-scale must be a number >= 0, got {arguments.time_scale}")
     from pcache.engine.config import EngineConfig
     from pcache.engine.engine import Engine
     from pcache.engine.kv_cache import dtype_bytes, plan_num_blocks
@@ -151,11 +151,6 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
             on, off = timed[id(cache_on)], timed[id(cache_off)]
         runs.cache_on.append(on)
         runs.cache_off.append(off)
-    for engine in (cache_on, cache_off):
-        engine.check_integrity()
-        assert all(block.ref_cnt == 0 for block in engine.kv_manager.block_pool.blocks[1:]), (
-            "a block is still referenced after the replay"
-        )
     kv_bytes = model_config.kv_bytes_per_token(dtype_bytes(torch_dtype))
     description = _Describe(
         machine=_machine(torch, config),
@@ -199,6 +194,15 @@ def _footprint_blocks(records: list[TraceRecord], block_size: int) -> int:
     return len(distinct) + total
 
 
+def _fresh_pool(engine) -> None:
+    """After a run: the pool is intact and no block is referenced; then an empty pool."""
+    engine.check_integrity()
+    pool = engine.kv_manager.block_pool
+    assert not engine.has_unfinished_requests()
+    assert all(block.ref_cnt == 0 for block in pool.blocks[1:]), "a block is still referenced"
+    engine.reset()
+
+
 def _run_alone(engine, prompt: list[int], max_new_tokens: int, salt=None) -> Sample:
     """One request on an idle engine, to completion."""
     arrival = time.perf_counter()
@@ -232,8 +236,7 @@ def _warm_up(cache_on, cache_off, records: list[TraceRecord], vocab_size: int, s
                 _run_alone(engine, prompt, 2)
             _run_alone(cache_on, prompt, 2)  # a hit: the cached-prefix path
     for engine in (cache_on, cache_off):
-        engine.check_integrity()
-        engine.reset()
+        _fresh_pool(engine)
 
 
 PROBE_FRACTIONS = (1 / 8, 1 / 4, 1 / 2, 3 / 4, 1)
@@ -250,8 +253,7 @@ def _probe(cache_off, records: list[TraceRecord], vocab_size: int, seed: int):
         prompt = generator.integers(0, vocab_size, length).tolist()
         ttfts = [_run_alone(cache_off, prompt, 1).ttft_ms for _ in range(2)]
         samples.append((length, 0, statistics.median(ttfts)))
-    cache_off.check_integrity()
-    cache_off.reset()
+    _fresh_pool(cache_off)
     return samples
 
 
@@ -273,8 +275,7 @@ def _serial(cache_on, cache_off, records, repetition: int, progress) -> tuple[Ru
                 own, sum(s.duration_s for s in own), pool.num_evicted_blocks, pool.max_block_id_used
             )
         )
-        engine.check_integrity()
-        engine.reset()
+        _fresh_pool(engine)
     return runs[0], runs[1]
 
 
@@ -317,8 +318,7 @@ def _timed(engine, records: list[TraceRecord], time_scale: float, progress) -> R
     samples = [_sample(engine.sequences.pop(request_id), start) for request_id in ids]
     pool = manager.block_pool
     run = Run(samples, wall, pool.num_evicted_blocks, pool.max_block_id_used, peak_shared)
-    engine.check_integrity()
-    engine.reset()
+    _fresh_pool(engine)
     return run
 
 
