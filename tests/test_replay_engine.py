@@ -40,11 +40,13 @@ PER_REQUEST = (
 
 
 def engine_replay(cli, tmp_path, trace, *args):
-    """The JSON report and the per-request rows of an engine replay on the tiny model."""
+    """The JSON report and the per-request rows of an engine replay on the tiny model (one
+    warm-up round: these tests check what the runs compute, not how fast)."""
     rows_path = tmp_path / "rows.jsonl"
     result = cli(
-        "replay", trace, "--engine", "cpu", "--model", "tiny", "-o", rows_path, "-f", "json", *args
-    )
+        "replay", trace, "--engine", "cpu", "--model", "tiny", "-o", rows_path, "-f", "json",
+        "--warmup", "1", *args,
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
     return json.loads(result.stdout), rows

@@ -50,3 +50,5 @@ class ReplayArguments:
     max_prompt_tokens: int | None = None
     limit: int | None = None
     seed: int = 0
+    warmup_rounds: int = 2
+    """Engine mode: rounds of warm-up before anything is timed (0: none)."""

@@ -4,10 +4,11 @@ The measurement:
 - One set of weights, two engines over it, each with its own KV cache of the same capacity,
   the same scheduler settings and block size; only prefix caching differs.
 - Warm-up, the same for both engines, before anything is timed: prompts of the trace's
-  shortest, median and longest lengths (fresh random tokens, two rounds, two output tokens
-  each, so prefill and decode run), and on the caching engine the same prompts again so the
-  cached-prefix path runs too. The KV tensors were zero-filled when allocated (every page
-  touched). Then both caches are reset: each run starts from an empty pool.
+  shortest, median and longest lengths (fresh random tokens, `--warmup` rounds, default 2,
+  two output tokens each, so prefill and decode run), and on the caching engine the same
+  prompts again so the cached-prefix path runs too. The KV tensors were zero-filled when
+  allocated (every page touched). Then both caches are reset: each run starts from an
+  empty pool.
 - `serial`: one request at a time, the two engines interleaved request by request (cache on
   first for even requests, off first for odd ones; the other way round in odd repetitions),
   so machine noise hits both alike. TTFT = first token time - the time the request was
@@ -139,7 +140,14 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
     cache_on = Engine(config)
     cache_off = Engine(replace(config, enable_prefix_caching=False), runner=cache_on.runner)
     records = tokens.records
-    _warm_up(cache_on, cache_off, records, model_config.vocab_size, arguments.seed)
+    _warm_up(
+        cache_on,
+        cache_off,
+        records,
+        model_config.vocab_size,
+        arguments.seed,
+        arguments.warmup_rounds,
+    )
     probes = _probe(cache_off, records, model_config.vocab_size, arguments.seed)
     runs = Runs()
     for repetition in range(arguments.repeat):
@@ -225,11 +233,11 @@ def _sample(sequence, clock_start: float) -> Sample:
     )
 
 
-def _warm_up(cache_on, cache_off, records: list[TraceRecord], vocab_size: int, seed: int):
+def _warm_up(cache_on, cache_off, records: list[TraceRecord], vocab_size, seed, rounds) -> None:
     lengths = sorted(record.input_length for record in records)
     picks = sorted({lengths[0], lengths[len(lengths) // 2], lengths[-1]})
     generator = np.random.default_rng([seed, 0x5741524D])  # never the trace's tokens
-    for _ in range(2):
+    for _ in range(rounds):
         for length in picks:
             prompt = generator.integers(0, vocab_size, length).tolist()
             for engine in (cache_on, cache_off):
@@ -458,8 +466,9 @@ def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cu
             " (odd ones in odd repetitions)"
         ),
         repeat=arguments.repeat,
-        warmup="the trace's shortest, median and longest prompt lengths, fresh tokens, 2"
-        " rounds, on both engines (and a cache hit on the caching one); then empty pools",
+        warmup=f"{arguments.warmup_rounds} rounds of the trace's shortest, median and longest"
+        " prompt lengths (fresh tokens, 2 output tokens) on both engines, and a cache hit on"
+        " the caching one; then empty pools",
         cache_on=on_stats,
         cache_off=off_stats,
         speedup_p50=ratio(off_stats.ttft_ms["p50"], measured_p50),
