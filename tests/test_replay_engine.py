@@ -108,23 +108,23 @@ def test_json_fields_and_per_request_rows(cli, tmp_path):
 
 
 def test_token_ids_with_eviction_and_decode_that_fills_blocks(cli, tmp_path):
-    """A small pool evicts; 40-token outputs fill blocks (their KV is cached too), and a
+    """A small pool evicts; 20-token outputs fill blocks (their KV is cached too), and a
     later prompt that continues an earlier conversation hits the blocks decoding filled."""
     head = [seeded(1, 64), seeded(2, 80)]
     prompts = [head[0] + seeded(10, 9), head[1] + seeded(11, 20), head[0] + seeded(12, 3)]
     first, rows = engine_replay(
-        cli, tmp_path, write_trace(tmp_path / "a.jsonl", prompts, [40, 40, 40])
+        cli, tmp_path, write_trace(tmp_path / "a.jsonl", prompts, [20, 20, 20])
     )
     assert_agreement(first, rows)
     # the next turn: the first prompt, what the engine answered, and a new question
     follow_up = prompts[0] + rows[0]["output_token_ids"] + seeded(13, 7)
     prompts += [follow_up, head[1] + seeded(14, 30), follow_up + seeded(15, 5)]
-    trace = write_trace(tmp_path / "b.jsonl", prompts, [40] * len(prompts))
+    trace = write_trace(tmp_path / "b.jsonl", prompts, [20] * len(prompts))
     unlimited, rows = engine_replay(cli, tmp_path, trace)
     assert_agreement(unlimited, rows)
-    assert rows[3]["cached_tokens"] >= 96  # 64 + 9 prompt tokens and 39 decoded: 7 blocks
-    assert rows[3]["cached_tokens"] > (len(prompts[0]) // 16) * 16
-    small, rows = engine_replay(cli, tmp_path, trace, "--cache-blocks", "16")
+    # 73 prompt tokens + 19 decoded ones written: 5 full blocks, one more than the prompt's 4
+    assert rows[3]["cached_tokens"] == 80
+    small, rows = engine_replay(cli, tmp_path, trace, "--cache-blocks", "12")
     assert_agreement(small, rows)
     assert small["evicted_blocks"] > 0 and small["hit_tokens"] < unlimited["hit_tokens"]
 
