@@ -400,3 +400,22 @@ def test_timed_replay_counts_physically_shared_blocks(cli, tmp_path):
     serial = replay_json(cli, trace)
     assert serial["kv_bytes_saved"] == 0 and serial["peak_shared_blocks"] == 0
     assert serial["prefill_kv_bytes_reused"] == serial["hit_tokens"] * serial["kv_bytes_per_token"]
+
+
+def test_package_layering():
+    """The pool package reads no trace records and the replay package knows no CLI."""
+    import ast
+
+    def imported(package: str) -> set[str]:
+        names = set()
+        for path in (ROOT / "pcache" / package).glob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names.add(node.module)
+                elif isinstance(node, ast.Import):
+                    names.update(alias.name for alias in node.names)
+        return names
+
+    assert not {m for m in imported("cache") if m.startswith(("pcache.traces", "pcache.replay"))}
+    assert not {m for m in imported("replay") if m.startswith("pcache.cli")}
+    assert not {m for m in imported("traces") if m.startswith(("pcache.cache", "pcache.replay"))}
