@@ -4,7 +4,9 @@ The fit is a non-negative least-squares fit of TTFT = overhead + a x uncached to
 b x query-key pairs (`pcache.replay.ttft`) over measured (prompt tokens, cached tokens, TTFT)
 samples: every subset of the three terms is solved by least squares and the best fit with
 no negative coefficient is kept (a negative cost per token would predict faster prefills
-for longer prompts). Prompts of one length cannot separate the overhead from the per-token
+for longer prompts). The residuals are relative (each divided by its measured TTFT), so
+short prompts, which pin the per-token cost, weigh as much as long ones, whose absolute
+noise is larger. Prompts of one length cannot separate the overhead from the per-token
 cost; the fit then says so in `rank`.
 """
 
@@ -52,8 +54,11 @@ def _features(num_tokens: int, num_cached: int) -> tuple[float, float, float]:
 def fit_ttft_model(samples: list[tuple[int, int, float]]) -> Calibration:
     """Fit overhead, per uncached token and per pair (ms) to (tokens, cached, TTFT ms)."""
     assert samples, "a fit needs at least one measurement"
+    measured = np.array([ttft for _, _, ttft in samples])
+    weights = 1.0 / np.maximum(measured, 1e-9)
     design = np.array([_features(tokens, cached) for tokens, cached, _ in samples])
-    target = np.array([ttft for _, _, ttft in samples])
+    design = design * weights[:, None]
+    target = measured * weights  # ones: relative residuals
     scale = np.abs(design).max(axis=0)
     scale[scale == 0] = 1.0
     scaled = design / scale
@@ -69,13 +74,14 @@ def fit_ttft_model(samples: list[tuple[int, int, float]]) -> Calibration:
             if best is None or residual < best[0] - 1e-12 * max(residual, 1.0):
                 best = (residual, coefficients)
     assert best is not None  # the overhead alone always fits with a non-negative mean
-    residual, coefficients = best
-    coefficients = coefficients / scale
+    coefficients = best[1] / scale
+    model = TtftModel(*(float(value) for value in coefficients))
+    errors = [model.predict(tokens, cached) - ttft for tokens, cached, ttft in samples]
     return Calibration(
-        model=TtftModel(*(float(value) for value in coefficients)),
+        model=model,
         samples=len(samples),
         rank=int(np.linalg.matrix_rank(scaled)),
-        rms_error_ms=round(math.sqrt(residual / len(samples)), 3),
+        rms_error_ms=round(math.sqrt(math.fsum(e * e for e in errors) / len(samples)), 3),
     )
 
 
