@@ -1,13 +1,22 @@
-"""Lint throughput: a generated log of N requests (~2,000 tokens each, shared system prompt).
+"""Lint throughput: a generated log of N requests (~2,000 tokens each, shared system prompt),
+linted with the embedded gpt-oss renderer and with a real Hugging Face template side by side.
 
-    python bench/bench_lint.py                      # 10,000 requests, default tokenizer
-    python bench/bench_lint.py --requests 2000 --tokenizer o200k_base
+    python bench/bench_lint.py                        # 10,000 requests, gpt-oss + Llama 3.1
+    python bench/bench_lint.py --requests 2000 --repeat 5
+    python bench/bench_lint.py --kvlint /path/to/kvlint   # also kvlint on the same log + model
 
-Writes the log to a temporary folder, runs `python -m pcache lint LOG --format json` under
-`/usr/bin/time -v` (wall time and peak RSS of the whole process), then lints the same log in
-process to report where the time goes (read, render+tokenize, rules, cost) and the segment
-cache's hit rate. The CLI runs `--repeat` times (median wall, largest RSS). Nothing is asserted;
-the figures are printed side by side.
+The Hugging Face model is the Llama 3.1 fixture dir (its tokenizer converted from Meta's
+tiktoken file, its chat template TRL's copy of the original; built offline from pinned wheels
+by tests/fixtures/build_tokenizers.py), or any dir given with `--hf-model`.
+
+Each round runs, in this order and each in a fresh process: `pcache lint LOG --format json` for
+every tokenizer under `/usr/bin/time -v` (wall time, user + system CPU time, peak RSS), the same
+lint in process with its time per stage (read, render+tokenize, rules, cost), and kvlint if
+given (`kvlint lint LOG --model DIR`, its defaults: vLLM block size 16, no KV budget). Figures
+are medians over the rounds with min-max; the kvlint ratios are taken within each round, then
+their median. On a shared machine the CPU time says what the wall time would be alone. Nothing
+is asserted. The load average before and after is printed: the figures are only comparable
+within one run.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import random
 import re
 import statistics
@@ -28,46 +38,42 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 WORDS = [
-    *[
-        "cache",
-        "prefix",
-        "token",
-        "block",
-        "request",
-        "session",
-        "agent",
-        "tool",
-        "schema",
-        "prompt",
-        "history",
-        "turn",
-    ],
-    *[
-        "reply",
-        "server",
-        "engine",
-        "model",
-        "latency",
-        "budget",
-        "order",
-        "invoice",
-        "shipping",
-        "return",
-        "refund",
-    ],
-    *[
-        "customer",
-        "account",
-        "report",
-        "metric",
-        "error",
-        "retry",
-        "window",
-        "stride",
-        "summary",
-        "context",
-    ],
+    "cache",
+    "prefix",
+    "token",
+    "block",
+    "request",
+    "session",
+    "agent",
+    "tool",
+    "schema",
+    "prompt",
+    "history",
+    "turn",
+    "reply",
+    "server",
+    "engine",
+    "model",
+    "latency",
+    "budget",
+    "order",
+    "invoice",
+    "shipping",
+    "return",
+    "refund",
+    "customer",
+    "account",
+    "report",
+    "metric",
+    "error",
+    "retry",
+    "window",
+    "stride",
+    "summary",
+    "context",
 ]
+ENVIRONMENT = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+ENVIRONMENT.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def sentence(rng: random.Random, words: int) -> str:
@@ -86,7 +92,10 @@ def system_prompt(rng: random.Random, target_words: int = 1370) -> str:
 
 
 def generate(path: Path, num_requests: int, seed: int = 7) -> None:
-    """Sessions of 4-16 requests; each request repeats its session's history and adds a turn."""
+    """Sessions of 4-16 requests; each request repeats its session's history and adds a turn.
+
+    One OpenAI chat body per line with `request_id` and `session_id` beside it, a shape both
+    pcache and kvlint read."""
     rng = random.Random(seed)
     system = system_prompt(rng)
     tools = [
@@ -117,94 +126,180 @@ def generate(path: Path, num_requests: int, seed: int = 7) -> None:
                 if written >= num_requests:
                     break
                 messages.append({"role": "user", "content": sentence(rng, per_turn // 3)})
-                body = {"model": "gpt-oss-120b", "messages": list(messages), "tools": tools}
-                out.write(
-                    json.dumps(
-                        {"session_id": f"s{session}", "body": body, "custom_id": f"r{written}"}
-                    )
-                    + "\n"
-                )
+                line = {
+                    "request_id": f"r{written}",
+                    "session_id": f"s{session}",
+                    "model": "gpt-oss-120b",
+                    "messages": list(messages),
+                    "tools": tools,
+                }
+                out.write(json.dumps(line) + "\n")
                 written += 1
                 messages.append({"role": "assistant", "content": sentence(rng, per_turn // 2)})
 
 
-def timed_cli(log: Path, tokenizer: str) -> tuple[float, float, dict]:
-    command = [
-        "/usr/bin/time",
-        "-v",
-        sys.executable,
-        "-m",
-        "pcache",
-        "lint",
-        str(log),
-        "--tokenizer",
-        tokenizer,
-        "--format",
-        "json",
-        "--exit-zero",
-    ]
+def timed(command: list[str]) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds (user + system), peak RSS (MiB) and stdout of a command run
+    under /usr/bin/time -v."""
     result = subprocess.run(
-        command,
+        ["/usr/bin/time", "-v", *command],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        env=ENVIRONMENT,
     )
     if result.returncode != 0:
-        raise SystemExit(result.stderr[-2000:])
+        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", result.stderr)
-    hours = float(wall.group(1) or 0)
-    seconds = hours * 3600 + float(wall.group(2)) * 60 + float(wall.group(3))
+    assert wall is not None, result.stderr[-2000:]
+    seconds = float(wall.group(1) or 0) * 3600 + float(wall.group(2)) * 60 + float(wall.group(3))
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
-    rss_kib = float(rss.group(1))
-    return seconds, rss_kib / 1024, json.loads(result.stdout)["summary"]
+    assert rss is not None
+    cpu = sum(
+        float(found.group(1))
+        for found in re.finditer(r"(?:User|System) time \(seconds\): ([\d.]+)", result.stderr)
+    )
+    return seconds, cpu, float(rss.group(1)) / 1024, result.stdout
 
 
-def in_process(log: Path, tokenizer: str) -> dict:
+def pcache_cli(log: Path, tokenizer: str) -> dict:
+    command = [sys.executable, "-m", "pcache", "lint", str(log), "--tokenizer", tokenizer]
+    wall, cpu, rss, stdout = timed([*command, "--format", "json", "--exit-zero"])
+    summary = json.loads(stdout)["summary"]
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "summary": summary}
+
+
+def pcache_stages(log: Path, tokenizer: str) -> dict:
+    """Time per stage of the same lint, in a fresh process (see `stages_main`)."""
+    command = [sys.executable, __file__, "--stages-of", str(log), "--tokenizer", tokenizer]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENVIRONMENT)
+    if result.returncode != 0:
+        raise SystemExit(result.stderr[-3000:])
+    return json.loads(result.stdout)
+
+
+def kvlint_cli(kvlint: str, log: Path, model: str, out: Path) -> dict:
+    wall, cpu, rss, _ = timed([kvlint, "lint", str(log), "--model", model, "--json", str(out)])
+    report = json.loads(out.read_text())
+    rates = {sim["engine"]: round(sim["hit_rate"], 6) for sim in report["sims"]}
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "hit_rate": rates}
+
+
+def stages_main(log: str, tokenizer: str) -> None:
     from pcache.rules.config import LintConfig
     from pcache.rules.runner import LintOptions, _Run
 
-    run = _Run(LintOptions(tokenizer=tokenizer), LintConfig(), None)
     started = time.perf_counter()
-    run.lint_file(str(log))
+    run = _Run(LintOptions(tokenizer=tokenizer), LintConfig(), None)
+    loaded = time.perf_counter()
+    run.lint_file(log)
     report = run.finish()
-    total = time.perf_counter() - started
+    done = time.perf_counter()
     cache = run.renderer
-    return {
-        "total_s": round(total, 2),
-        "stages_s": report.summary.stage_seconds,
-        "segment_cache": {"hits": cache.hits, "misses": cache.misses, "enabled": cache.enabled},
-    }
+    stages = {"load": round(loaded - started, 3), **report.summary.stage_seconds}
+    print(
+        json.dumps(
+            {
+                "stages_s": stages,
+                "lint_s": round(done - loaded, 3),
+                "segment_cache": {"hits": cache.hits, "misses": cache.misses},
+            }
+        )
+    )
+
+
+def spread(values: list[float], digits: int = 2) -> str:
+    return (
+        f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-"
+        f"{max(values):.{digits}f})"
+    )
+
+
+def conditions() -> str:
+    import tokenizers
+
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()},"
+        f" tokenizers {tokenizers.__version__}, load average {os.getloadavg()[0]:.2f}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=10_000)
-    parser.add_argument("--tokenizer", default="gpt-oss")
-    parser.add_argument("--repeat", type=int, default=3, help="CLI runs (median reported)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (medians reported)")
+    parser.add_argument("--hf-model", help="a Hugging Face model dir (default: Llama 3.1 fixture)")
+    parser.add_argument("--kvlint", help="a kvlint executable, run on the same log and model")
     parser.add_argument("--keep", help="write the generated log here instead of a temp folder")
+    parser.add_argument("--stages-of", help=argparse.SUPPRESS)
+    parser.add_argument("--tokenizer", default="gpt-oss", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.stages_of:
+        stages_main(args.stages_of, args.tokenizer)
+        return
+    if args.hf_model:
+        hf_model = args.hf_model
+    else:
+        from tests.fixtures.build_tokenizers import build
+
+        hf_model = str(build(["llama3.1"])["llama3.1"])
+    tokenizers = {"gpt-oss": "gpt-oss", "llama3.1 (HF template)": hf_model}
+    print(f"before: {conditions()}")
     with tempfile.TemporaryDirectory() as folder:
         log = Path(args.keep) if args.keep else Path(folder) / "bench.jsonl"
-        started = time.perf_counter()
         generate(log, args.requests)
-        print(
-            f"generated {args.requests} requests ({log.stat().st_size / 2**20:.0f} MiB)"
-            f" in {time.perf_counter() - started:.1f}s"
-        )
-        runs = [timed_cli(log, args.tokenizer) for _ in range(args.repeat)]
-        walls = sorted(run[0] for run in runs)
-        wall, rss, summary = statistics.median(walls), max(run[1] for run in runs), runs[0][2]
+        print(f"log: {args.requests} requests, {log.stat().st_size / 2**20:.0f} MiB; {hf_model}")
+        rounds: list[dict] = []
+        for number in range(args.repeat):
+            row: dict = {}
+            for label, tokenizer in tokenizers.items():
+                row[label] = pcache_cli(log, tokenizer)
+                row[label]["stages"] = pcache_stages(log, tokenizer)
+            if args.kvlint:
+                row["kvlint"] = kvlint_cli(args.kvlint, log, hf_model, Path(folder) / "kv.json")
+            rounds.append(row)
+            walls = ", ".join(f"{label} {row[label]['wall_s']:.1f}s" for label in row)
+            print(f"round {number + 1}: {walls}")
+    print(f"after: {conditions()}")
+    print(f"medians of {args.repeat} rounds (min-max):")
+    for label in tokenizers:
+        runs = [row[label] for row in rounds]
+        summary = runs[0]["summary"]
         tokens = summary["prompt_tokens"]
-        fired = {row["code"]: row["count"] for row in summary["rules"]}
+        stages = {
+            stage: spread([run["stages"]["stages_s"][stage] for run in runs])
+            for stage in runs[0]["stages"]["stages_s"]
+        }
         print(
-            f"pcache lint ({args.tokenizer}): median {wall:.1f}s wall of {args.repeat} runs"
-            f" ({', '.join(f'{w:.1f}' for w in walls)}), peak RSS {rss:.0f} MiB,"
+            f"  pcache lint, {label}: wall {spread([r['wall_s'] for r in runs], 1)} s,"
+            f" CPU {spread([r['cpu_s'] for r in runs], 1)} s,"
+            f" peak RSS {spread([r['rss_mib'] for r in runs], 0)} MiB;"
             f" {tokens:,} prompt tokens ({tokens / args.requests:,.0f}/request),"
-            f" {tokens / wall / 1e6:.2f} M tokens/s, fired: {fired},"
-            f" cacheable {summary['cacheable_ratio']:.1%}"
+            f" cacheable {summary['cacheable_ratio']:.2%},"
+            f" findings { ({row['code']: row['count'] for row in summary['rules']}) }"
         )
-        print("in-process stages:", json.dumps(in_process(log, args.tokenizer)))
+        print(f"    stages (s): {json.dumps(stages)}")
+        print(f"    segment cache: {json.dumps(runs[0]['stages']['segment_cache'])}")
+    if args.kvlint:
+        runs = [row["kvlint"] for row in rounds]
+        print(
+            f"  kvlint lint: wall {spread([r['wall_s'] for r in runs], 1)} s,"
+            f" CPU {spread([r['cpu_s'] for r in runs], 1)} s,"
+            f" peak RSS {spread([r['rss_mib'] for r in runs], 0)} MiB,"
+            f" hit rate {runs[0]['hit_rate']}"
+        )
+        label = "llama3.1 (HF template)"
+        for measure in ("wall_s", "cpu_s"):
+            ratios = [row[label][measure] / row["kvlint"][measure] for row in rounds]
+            print(f"  pcache/kvlint {measure[:-2]} ratio, same log and model: {spread(ratios, 3)}")
 
 
 if __name__ == "__main__":

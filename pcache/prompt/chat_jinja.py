@@ -21,6 +21,8 @@ REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 """Names a message's reasoning goes by; templates read `reasoning_content` (gpt-oss: `thinking`)."""
 
 
+_REASONING = frozenset(REASONING_KEYS)
+
 _PINNED_DATE: ContextVar[str] = ContextVar("pinned_date", default=DEFAULT_DATE)
 
 
@@ -42,10 +44,51 @@ class TemplateRaised(Exception):
     """The template called `raise_exception(message)`."""
 
 
+class _IndentedDumps:
+    """`json.dumps` with an indent runs in pure Python, and templates indent the same tools in
+    every request: results are kept under the compact dump (C-fast), which determines them."""
+
+    max_chars = 4_000_000
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple, str] = {}
+        self.chars = 0
+
+    def dumps(self, value: Any, ensure_ascii, indent, separators, sort_keys) -> str:
+        def dump() -> str:
+            return json.dumps(
+                value,
+                ensure_ascii=ensure_ascii,
+                indent=indent,
+                separators=separators,
+                sort_keys=sort_keys,
+            )
+
+        compact = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys)
+        key = (compact, ensure_ascii, indent, separators)
+        try:
+            text = self.texts.get(key)
+        except TypeError:  # an unhashable argument (separators as a list): not remembered
+            return dump()
+        if text is None:
+            text = dump()
+            size = len(compact) + len(text)
+            if self.chars + size > self.max_chars:
+                self.texts.clear()
+                self.chars = 0
+            if size <= self.max_chars:
+                self.texts[key] = text
+                self.chars += size
+        return text
+
+
+_INDENTED = _IndentedDumps()
+
+
 def _tojson(value: Any, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
+    if indent is not None:
+        return _INDENTED.dumps(value, ensure_ascii, indent, separators, sort_keys)
+    return json.dumps(value, ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys)
 
 
 def _raise_exception(message: Any) -> None:
@@ -130,9 +173,13 @@ def make_environment():
 
 def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages as transformers hands them to a template: None-valued keys dropped, reasoning
-    copied to `thinking` (first) and `reasoning_content` (last)."""
+    copied to `thinking` (first) and `reasoning_content` (last). A message that needs neither
+    is passed as it is (the sandbox is immutable: templates cannot change it)."""
     prepared = []
     for message in messages:
+        if None not in message.values() and _REASONING.isdisjoint(message):
+            prepared.append(message)
+            continue
         message = {key: value for key, value in message.items() if value is not None}
         reasoning = next((message[key] for key in REASONING_KEYS if key in message), None)
         if reasoning is not None:

@@ -22,7 +22,8 @@ from pcache.prompt.chat_jinja import (
     template_messages,
 )
 from pcache.prompt.hf_files import ModelFiles, locate_model_files
-from pcache.prompt.provenance import locate_spans
+from pcache.prompt.hf_pieces import HFPieces, monotonic_starts
+from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request, request_from_document
 from pcache.prompt.tokenizer import Renderer, RenderOptions
@@ -59,6 +60,7 @@ class HFTemplateRenderer:
         self.special_tokens = special_tokens
         self.name = f"hf:{label}@{tokenizer_digest[:12]}"
         self.template_digest = _digest_templates(templates)
+        self._pieces = HFPieces.of(tokenizer)
         environment = make_environment()
         self._compiled: dict[str, Any] = {}
         for key, source in templates.items():
@@ -79,6 +81,13 @@ class HFTemplateRenderer:
         return "default" if "default" in self.templates else "tool_use"
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
+        text, spans = self.render_text_deferred(request, options)
+        return text, spans.spans()
+
+    def render_text_deferred(
+        self, request: Request, options: RenderOptions
+    ) -> tuple[str, DeferredSpans]:
+        """The rendered text, and its spans to be located when asked for."""
         if not request.messages:
             raise InputError(request.label, "no messages to apply the chat template to")
         tools = request.tools or None
@@ -107,19 +116,18 @@ class HFTemplateRenderer:
                 f"{request.label}: the {self.label} chat template failed:"
                 f" {type(error).__name__}: {_one_line(error)}"
             ) from None
-        return text, locate_spans(text, request, render_messages)
+        return text, DeferredSpans(text, request, render_messages)
+
+    def piece_encoder(self) -> HFPieces | None:
+        """Encodes the pieces between added tokens apart (None if this tokenizer cannot)."""
+        return self._pieces
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
         encoding = self.tokenizer.encode(text, add_special_tokens=False)
-        starts: list[int] = []
-        previous = 0
-        for start, _ in encoding.offsets:
-            previous = max(previous, start)
-            starts.append(previous)
-        return encoding.ids, starts
+        return encoding.ids, monotonic_starts(encoding.offsets)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=False)
@@ -136,6 +144,8 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     except Exception as error:
         message = f"{files.tokenizer}: not a loadable tokenizer: {_one_line(error)}"
         raise TokenizerError(message) from None
+    tokenizer.no_truncation()  # as transformers encodes a chat: whole, unpadded
+    tokenizer.no_padding()
     config = _read_json(files.config) if files.config else {}
     templates = _templates(files, config)
     special_tokens = _special_tokens(files, config)

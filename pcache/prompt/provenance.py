@@ -232,3 +232,55 @@ def locate_spans(
         else:
             spans.append(Span(start, end, request.source_path(path), path))
     return spans
+
+
+class DeferredSpans:
+    """The spans of a rendered text, located only when first asked for.
+
+    Locating costs a fenced re-render and a search, most of the cost of rendering, and lint
+    needs positions only where it reports something.
+    """
+
+    def __init__(
+        self,
+        text: str,
+        request: Request,
+        render_messages: Callable[[list[dict[str, Any]]], str] | None = None,
+        spans: list[Span] | None = None,
+    ):
+        self.text = text
+        self.request = request
+        self.render_messages = render_messages
+        self._spans = spans
+
+    @classmethod
+    def known(cls, text: str, request: Request, spans: list[Span]) -> DeferredSpans:
+        return cls(text, request, spans=spans)
+
+    def spans(self) -> list[Span]:
+        if self._spans is None:
+            self._spans = locate_spans(self.text, self.request, self.render_messages)
+        return self._spans
+
+    def message_start(self, index: int) -> int | None:
+        """The first character that came from messages[index:] (None: nothing did).
+
+        Without tool calls in those messages their spans are exactly the fenced strings, so
+        one fenced render answers before the spans are located."""
+        later = self.request.messages[index:]
+        fenced_only = later and not any(message.get("tool_calls") for message in later)
+        if self._spans is None and self.render_messages is not None and fenced_only:
+            exact = exact_message_ranges(self.text, self.request.messages, self.render_messages)
+            if exact is not None:
+                return min(
+                    (s for s, _, path in exact[0] if message_index(path) >= index), default=None
+                )
+        starts = [span.start for span in self.spans() if message_index(span.normalized) >= index]
+        return min(starts, default=None)
+
+
+def message_index(normalized_path: str) -> int:
+    """The message a normalized path belongs to (`messages[3].content` -> 3); -1 if none."""
+    if not normalized_path.startswith("messages["):
+        return -1
+    return int(normalized_path[9 : normalized_path.index("]")])

@@ -48,3 +48,20 @@ def render(
     return RenderedPrompt(
         request, text, token_ids, starts, spans, renderer.name, renderer.template_digest
     )
+
+
+def prompt_token_ids(
+    request: Request, renderer: Renderer, options: RenderOptions | None = None
+) -> list[int]:
+    """The token ids `render` gives, without provenance or token starts (bulk paths, where a
+    `SegmentCachedRenderer` encodes each repeated piece once)."""
+    options = options or RenderOptions()
+    if request.kind == KIND_TOKEN_IDS:
+        assert request.token_ids is not None
+        return list(request.token_ids)
+    if request.kind == KIND_PROMPT:
+        assert request.prompt is not None
+        return renderer.encode(request.prompt)
+    deferred = getattr(renderer, "render_text_deferred", None)
+    text = deferred(request, options)[0] if deferred else renderer.render_text(request, options)[0]
+    return renderer.encode(text)

@@ -1,32 +1,57 @@
 """Tokenize recurring text once: a renderer wrapper that caches pieces between special tokens.
 
-tiktoken encodes the ordinary text between two special tokens on its own, so the token ids of a
-rendered prompt are exactly the concatenation of the ids of its pieces. Templates that separate
-messages with special tokens (harmony's `<|start|>`, `<|message|>`, `<|end|>`) therefore render a
-system prompt, a tool block or an old turn as the same piece in every request; each distinct
-piece is encoded once. Where the special tokens are follows the wrapped renderer's own rule:
-the markers the harmony renderer wrote (request text that looks like a marker stays ordinary
-text), or every special token for the plain layouts (tiktoken's `allowed_special="all"`).
-Renderers without a tiktoken encoding are passed through unchanged.
+Both tokenizer families pcache runs encode the text between two special tokens on its own:
+tiktoken encodes ordinary text between the specials it is allowed to see, and `tokenizers` cuts
+at its added tokens before it normalizes and pre-tokenizes (`hf_pieces`). So the token ids of a
+rendered prompt are exactly the concatenation of the ids of its pieces, and templates that
+separate messages with special tokens render a system prompt, a tool block or an old turn as the
+same piece in every request; each distinct piece is encoded once, and the pieces a request adds
+are encoded together in one batch.
 
-Token starts (character offsets) are computed only when asked for.
+Where the cuts are follows the wrapped renderer's own rule: the markers the harmony renderer
+wrote (request text that looks like a marker stays ordinary text), every special token for the
+plain tiktoken layouts (`allowed_special="all"`), and the tokenizer's added tokens for Hugging
+Face models. A renderer whose tokenizer cannot be cut exactly is passed through unchanged.
+
+Token starts (character offsets) are computed only when asked for. Provenance spans, when the
+renderer can defer them (`render_text_deferred`), are too.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import OrderedDict
 from itertools import accumulate
-from typing import Any
+from typing import Any, Protocol
 
+from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
 from pcache.prompt.tokenizer import RenderOptions
 
 _LENGTHS: dict[str, list[int]] = {}
 
-Segment = tuple[int, str, int | None]
-"""(character offset, text, special token id or None for ordinary text)."""
+Parts = list[str]
+"""A text cut at its special tokens: ordinary pieces at even indices ("" between two adjacent
+specials), the special tokens' text at odd ones, as `re.split` with one group returns them."""
+
+
+class PieceEncoder(Protocol):
+    """How one tokenizer cuts text, and how it encodes the pieces between the cuts."""
+
+    special_ids: dict[str, int]
+    """The id of every special token `parts` cuts at."""
+
+    def parts(self, text: str) -> Parts | None:
+        """The text cut where the tokenizer cuts it; None: this text cannot be cut."""
+        ...
+
+    def encode_pieces(self, pieces: list[str]) -> list[list[int]]: ...
+
+    def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
+        """Each token's first character within `piece`."""
+        ...
 
 
 def _vocabulary_lengths(encoding: Any) -> list[int]:
@@ -40,6 +65,64 @@ def _vocabulary_lengths(encoding: Any) -> list[int]:
                 continue
         _LENGTHS[encoding.name] = lengths
     return _LENGTHS[encoding.name]
+
+
+class TiktokenPieces:
+    """Pieces of a tiktoken renderer: cut at harmony's markers or at every special token."""
+
+    def __init__(self, renderer: Any):
+        encoding = renderer.encoding
+        self.encoding = encoding
+        self._special_spans = getattr(renderer, "special_spans", None)
+        specials = sorted(encoding.special_tokens_set, key=len, reverse=True)
+        self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
+        self.splitter = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
+        self._byte_lengths: list[int] | None = None
+
+    @classmethod
+    def of(cls, renderer: Any) -> TiktokenPieces | None:
+        encoding = getattr(renderer, "encoding", None)
+        if encoding is None or not hasattr(encoding, "special_tokens_set"):
+            return None
+        return cls(renderer)
+
+    def parts(self, text: str) -> Parts | None:
+        if self._special_spans is None:  # plain layouts encode with every special allowed
+            return self.splitter.split(text)
+        markers = self._special_spans(text)  # harmony: only the markers the renderer wrote
+        if markers is None:
+            return None
+        parts: Parts = []
+        position = 0
+        for start, end in markers:
+            parts += (text[position:start], text[start:end])
+            position = end
+        parts.append(text[position:])
+        return parts
+
+    def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
+        # one call each: tiktoken's batch call starts a thread pool, which costs more than
+        # the few pieces a request adds
+        return [self.encoding.encode_ordinary(piece) for piece in pieces]
+
+    def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
+        if piece.isascii():  # every byte is a character: running byte lengths
+            if self._byte_lengths is None:
+                self._byte_lengths = _vocabulary_lengths(self.encoding)
+            starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
+            starts.pop()
+            return starts
+        decoded, starts = self.encoding.decode_with_offsets(ids)
+        assert decoded == piece
+        return starts
+
+
+def piece_encoder_of(renderer: Any) -> PieceEncoder | None:
+    """The renderer's own piece encoder (Hugging Face models), else tiktoken's, else None."""
+    own = getattr(renderer, "piece_encoder", None)
+    if own is not None:
+        return own()
+    return TiktokenPieces.of(renderer)
 
 
 class _Piece:
@@ -62,107 +145,120 @@ class SegmentCachedRenderer:
         self.pieces: OrderedDict[str, _Piece] = OrderedDict()
         self.hits = 0
         self.misses = 0
-        encoding = getattr(renderer, "encoding", None)
-        self.encoding = encoding
-        self.enabled = encoding is not None and hasattr(encoding, "special_tokens_set")
-        self._special_spans = getattr(renderer, "special_spans", None)
-        if self.enabled:
-            specials = sorted(encoding.special_tokens_set, key=len, reverse=True)
-            self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
-            self.splitter = re.compile("|".join(map(re.escape, specials)))
-            self._byte_lengths: list[int] | None = None
+        self.encoder = piece_encoder_of(renderer)
+        self.enabled = self.encoder is not None
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
         return self.inner.render_text(request, options)
 
+    def render_text_deferred(
+        self, request: Request, options: RenderOptions
+    ) -> tuple[str, DeferredSpans]:
+        """The rendered text now, its spans when asked for (if the renderer can wait)."""
+        deferred = getattr(self.inner, "render_text_deferred", None)
+        if deferred is not None:
+            return deferred(request, options)
+        text, spans = self.inner.render_text(request, options)
+        return text, DeferredSpans.known(text, request, spans)
+
     def decode(self, token_ids: list[int]) -> str:
         return self.inner.decode(token_ids)
 
-    # -- splitting -------------------------------------------------------------------------
-
-    def segments(self, text: str) -> list[Segment] | None:
+    def segments(self, text: str) -> Parts | None:
         """The text cut where the wrapped renderer's encoder cuts it; None: not cacheable."""
-        if not self.enabled:
-            return None
-        if self._special_spans is not None:  # harmony: only the markers the renderer wrote
-            markers = self._special_spans(text)
-            if markers is None:
-                return None
-            cuts = [(start, end, text[start:end]) for start, end in markers]
-        else:  # plain layouts encode with every special token allowed
-            cuts = [(m.start(), m.end(), m.group(0)) for m in self.splitter.finditer(text)]
-        result: list[Segment] = []
-        position = 0
-        for start, end, special in cuts:
-            if start > position:
-                result.append((position, text[position:start], None))
-            result.append((start, special, self.special_ids[special]))
-            position = end
-        if position < len(text):
-            result.append((position, text[position:], None))
-        return result
+        return self.encoder.parts(text) if self.encoder is not None else None
 
     # -- encoding --------------------------------------------------------------------------
 
     def encode(self, text: str) -> list[int]:
         return self.encode_segments(text)[0]
 
-    def encode_segments(self, text: str) -> tuple[list[int], list[Segment] | None]:
-        segments = self.segments(text)
-        if segments is None:
+    def encode_segments(self, text: str) -> tuple[list[int], Parts | None]:
+        parts = self.segments(text)
+        if parts is None:
             return self.inner.encode(text), None
+        assert self.encoder is not None
+        special_ids = self.encoder.special_ids
         token_ids: list[int] = []
-        for _, piece, special in segments:
-            if special is not None:
-                token_ids.append(special)
+        entries = iter(self._entries(parts[::2]))
+        for index, part in enumerate(parts):
+            if index % 2:
+                token_ids.append(special_ids[part])
             else:
-                token_ids += self._piece(piece).ids
-        return token_ids, segments
+                token_ids += next(entries).ids
+        return token_ids, parts
 
-    def starts(self, text: str, segments: list[Segment] | None) -> list[int]:
+    def starts(self, text: str, parts: Parts | None) -> list[int]:
         """Each token's first character, for ids from `encode_segments(text)`."""
-        if segments is None:
+        if parts is None:
             return self.inner.encode_with_starts(text)[1]
         starts: list[int] = []
-        for offset, piece, special in segments:
-            if special is not None:
+        offset = 0
+        for index, part in enumerate(parts):
+            if index % 2:
                 starts.append(offset)
-                continue
-            entry = self._piece(piece)
-            if entry.starts is None:
-                entry.starts = self._piece_starts(piece, entry.ids)
-            starts += map(offset.__add__, entry.starts) if offset else entry.starts
+            elif part:
+                piece_starts = self._starts_of(part)
+                starts += map(offset.__add__, piece_starts) if offset else piece_starts
+            offset += len(part)
         return starts
+
+    def token_of_char(self, text: str, parts: Parts | None, char: int) -> int:
+        """The token that holds character `char` (the last one that starts at or before it),
+        computing the starts of that one piece only."""
+        if parts is None:
+            return max(0, bisect_right(self.starts(text, None), char) - 1)
+        before = 0
+        offset = 0
+        for index, part in enumerate(parts):
+            inside = char < offset + len(part)
+            if index % 2:
+                if inside:
+                    return before
+                before += 1
+            elif part:
+                if inside:
+                    return max(0, before + bisect_right(self._starts_of(part), char - offset) - 1)
+                before += len(self._entries([part])[0].ids)
+            offset += len(part)
+        return max(0, before - 1)
 
     def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
-        token_ids, segments = self.encode_segments(text)
-        return token_ids, self.starts(text, segments)
+        token_ids, parts = self.encode_segments(text)
+        return token_ids, self.starts(text, parts)
 
-    def _piece(self, piece: str) -> _Piece:
-        entry = self.pieces.get(piece)
-        if entry is not None:
-            self.hits += 1
-            self.pieces.move_to_end(piece)
-            return entry
-        self.misses += 1
-        entry = _Piece(self.encoding.encode_ordinary(piece))
-        self.pieces[piece] = entry
-        self.cached_tokens += len(entry.ids)
-        while self.cached_tokens > self.max_cached_tokens and len(self.pieces) > 1:
-            _, old = self.pieces.popitem(last=False)
+    def _starts_of(self, piece: str) -> list[int]:
+        assert self.encoder is not None
+        entry = self._entries([piece])[0]
+        if entry.starts is None:
+            entry.starts = self.encoder.piece_starts(piece, entry.ids)
+        return entry.starts
+
+    def _entries(self, pieces: list[str]) -> list[_Piece]:
+        """The cache entry of each piece ("" included); the missing ones are encoded in one
+        batch."""
+        cache = self.pieces
+        found = [cache.get(piece) for piece in pieces]
+        missing = list(dict.fromkeys(p for p, e in zip(pieces, found, strict=True) if e is None))
+        self.hits += len(pieces) - len(missing)
+        self.misses += len(missing)
+        for piece, entry in zip(pieces, found, strict=True):
+            if entry is not None:
+                cache.move_to_end(piece)  # most recently used last
+        if not missing:
+            return found  # type: ignore[return-value]
+        assert self.encoder is not None
+        new = dict(zip(missing, map(_Piece, self.encoder.encode_pieces(missing)), strict=True))
+        for piece, entry in new.items():
+            cache[piece] = entry
+            self.cached_tokens += len(entry.ids)
+        while self.cached_tokens > self.max_cached_tokens and len(cache) > len(new):
+            _, old = cache.popitem(last=False)
             self.cached_tokens -= len(old.ids)
-        return entry
-
-    def _piece_starts(self, piece: str, ids: list[int]) -> list[int]:
-        if piece.isascii():  # every byte is a character: running byte lengths
-            if self._byte_lengths is None:
-                self._byte_lengths = _vocabulary_lengths(self.encoding)
-            starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
-            starts.pop()
-            return starts
-        decoded, starts = self.encoding.decode_with_offsets(ids)
-        assert decoded == piece
-        return starts
+        return [
+            new[piece] if entry is None else entry
+            for piece, entry in zip(pieces, found, strict=True)
+        ]
 
     def check_integrity(self) -> None:
         assert self.cached_tokens == sum(len(entry.ids) for entry in self.pieces.values())

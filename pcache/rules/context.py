@@ -15,9 +15,11 @@ from typing import Any
 
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import Profile
+from pcache.errors import TokenizerError
 from pcache.prefix import common_prefix_length
+from pcache.prompt.provenance import DeferredSpans, message_index
 from pcache.prompt.render import render
-from pcache.prompt.rendered import RenderedPrompt, Span
+from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_OPENAI, Request
 from pcache.prompt.tokenizer import DEFAULT_DATE, Renderer, RenderOptions
 
@@ -46,12 +48,14 @@ class RequestContext:
         self.session = session
         self.identity = identity_of(request)
         self._rendered: RenderedPrompt | None = None
-        self._text: tuple[str, list[Span]] | None = None
+        self._text: tuple[str, DeferredSpans] | None = None
         self._token_ids: list[int] | None = None
         self._segments: Any = None
         self._history_keys: list[tuple] | None = None
         self._slots: list[tuple[tuple, str, str]] | None = None
         self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
+        self.fixed_token_ids: list[int] | None = None
+        """This request with the changes its findings name undone (None: nothing undone)."""
 
     @property
     def is_chat(self) -> bool:
@@ -91,7 +95,7 @@ class RequestContext:
             renderer = self.settings.renderer
             if not self.is_chat or not hasattr(renderer, "encode_segments"):
                 return self.rendered.token_ids
-            self._text = renderer.render_text(self.request, self.settings.options())
+            self._text = renderer.render_text_deferred(self.request, self.settings.options())
             self._token_ids, self._segments = renderer.encode_segments(self._text[0])
         return self._token_ids
 
@@ -107,7 +111,7 @@ class RequestContext:
                     text,
                     self._token_ids,
                     starts,
-                    spans,
+                    spans.spans(),
                     renderer.name,
                     renderer.template_digest,
                 )
@@ -124,11 +128,30 @@ class RequestContext:
             options = self.settings.options(add_generation_prompt)
             renderer = self.settings.renderer
             if hasattr(renderer, "encode_segments"):
-                text, _ = renderer.render_text(truncated, options)
-                self._prefix_tokens[key] = renderer.encode(text)
+                try:
+                    text, _ = renderer.render_text_deferred(truncated, options)
+                except TokenizerError:  # e.g. Llama 3.1 puts tools into the first user message
+                    self._prefix_tokens[key] = self._tokens_before_paths_of(count)
+                else:
+                    self._prefix_tokens[key] = renderer.encode(text)
             else:
                 self._prefix_tokens[key] = render(truncated, renderer, options).token_ids
         return self._prefix_tokens[key]
+
+    def _tokens_before_paths_of(self, count: int) -> list[int]:
+        """The tokens of the full render before the first text from messages[count:], for a
+        template that refuses to render only the first `count` messages."""
+        token_ids = self.token_ids
+        if self._text is not None:  # not rendered with its spans yet: one fenced render
+            text, spans = self._text
+            first = spans.message_start(count)
+            if first is None:
+                return token_ids
+            return token_ids[: self.settings.renderer.token_of_char(text, self._segments, first)]
+        starts = [
+            span.start for span in self.rendered.spans if message_index(span.normalized) >= count
+        ]
+        return token_ids[: self.token_of_char(min(starts))] if starts else token_ids
 
     def tokens_before_message(self, index: int) -> int:
         """Tokens of the full render shared with a render that stops before message `index`."""
@@ -236,6 +259,9 @@ class LintContext:
     previous: RequestContext | None
     app: AppState
     is_session_head: bool
+    cached_prefix: int = 0
+    """Tokens of the current request shared with the longest cached prefix of an earlier
+    request (`pcache.cache.reuse`: what an unlimited serial replay finds)."""
     memo: dict[str, Any] = field(default_factory=dict)
     """Results several rules share (e.g. the history comparison), computed once."""
 

@@ -124,8 +124,9 @@ def _read_hash_records(entries: Iterator, trace: Trace, strict: bool) -> None:
 
 def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
     """Renders request bodies with the real tokenizer (`settings`: pipeline Settings)."""
-    from pcache.prompt.render import render, resolve_renderer
+    from pcache.prompt.render import prompt_token_ids, resolve_renderer
     from pcache.prompt.request import request_from_document
+    from pcache.prompt.segment_cache import SegmentCachedRenderer
 
     renderer = None
 
@@ -136,8 +137,8 @@ def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
         else:
             nonlocal renderer
             if renderer is None:
-                renderer = resolve_renderer(settings.tokenizer)
-            token_ids = list(render(request, renderer, settings.render_options()).token_ids)
+                renderer = SegmentCachedRenderer(resolve_renderer(settings.tokenizer))
+            token_ids = prompt_token_ids(request, renderer, settings.render_options())
         cached = None
         if isinstance(request.usage, dict):
             details = request.usage.get("prompt_tokens_details")
@@ -195,20 +196,25 @@ def _read_request_records(entries: Iterator, trace: Trace, strict: bool, setting
 
 
 def read_trace(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Sequence[Any],
     *,
     trace_format: str = "auto",
     strict: bool = False,
     settings: Any = None,
     block_size: int | None = None,
 ) -> Trace:
-    """Read every record of a trace file (`settings`: a `pcache.pipeline.Settings`)."""
+    """Read every record of a trace file, or of parsed JSON values in arrival order
+    (`settings`: a `pcache.pipeline.Settings`)."""
     if trace_format not in FORMATS:
         raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
-    source = display_name(path)
+    in_memory = not isinstance(path, str | os.PathLike)
+    source = "<memory>" if in_memory else display_name(path)
     trace = Trace(source=source, format=trace_format, block_size=None)
     with paused_gc():  # a million records stay alive: nothing for the collector to find
-        entries = iter_values(path, skip_errors=not strict)
+        if in_memory:
+            entries: Iterator = iter(list(enumerate(path, 1)))
+        else:
+            entries = iter_values(path, skip_errors=not strict)
         for entry in entries:  # the first valid line decides the format
             if isinstance(entry, InputError):
                 trace.skipped.append(str(entry))
