@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One GPU check (under 8 minutes on an H200): the GPU tests in bf16, then the benchmarks.
+# One GPU check (about 10 minutes on an H200): the GPU tests in bf16, the benchmarks, then
+# replay --gpu against the simulator (speedup >= 2.7x, cache-off TTFT within 1.5x of roofline).
 #   bash bench/gpu_check.sh          (a copy of the output goes to $OUT/gpu_check.log if OUT is set)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,10 @@ log=${OUT:-/tmp}/gpu_check.log
   tests=$?
   timeout 300 python3 bench/bench_gpu.py
   bench=$?
-  echo "gpu tests exit $tests, bench exit $bench"
-  exit $(( tests || bench ))
+  # replay --gpu, llama3-8b shape: 4,096-token prompts, 3,072 of them cached; cache on vs off
+  timeout 420 python3 bench/bench_replay_engine.py --engine gpu --model llama3-8b \
+    --system-len 3072 --question-len 1024 --requests 16 --repeat 3 --skip-profile
+  replay=$?
+  echo "gpu tests exit $tests, bench exit $bench, replay exit $replay"
+  exit $(( tests || bench || replay ))
 } 2>&1 | tee "$log"

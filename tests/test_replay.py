@@ -400,3 +400,40 @@ def test_timed_replay_counts_physically_shared_blocks(cli, tmp_path):
     serial = replay_json(cli, trace)
     assert serial["kv_bytes_saved"] == 0 and serial["peak_shared_blocks"] == 0
     assert serial["prefill_kv_bytes_reused"] == serial["hit_tokens"] * serial["kv_bytes_per_token"]
+
+
+def test_package_layering():
+    """The pool package reads no trace records and the replay package knows no CLI."""
+    import ast
+
+    def imported(package: str) -> set[str]:
+        names = set()
+        for path in (ROOT / "pcache" / package).glob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names.add(node.module)
+                elif isinstance(node, ast.Import):
+                    names.update(alias.name for alias in node.names)
+        return names
+
+    assert not {m for m in imported("cache") if m.startswith(("pcache.traces", "pcache.replay"))}
+    assert not {m for m in imported("replay") if m.startswith("pcache.cli")}
+    assert not {m for m in imported("traces") if m.startswith(("pcache.cache", "pcache.replay"))}
+
+
+def test_ttft_fit_recovers_the_model_and_stays_non_negative():
+    from pcache.replay.calibration import fit_ttft_model
+    from pcache.replay.ttft import TtftModel
+
+    truth = TtftModel(30.0, 0.5, 2e-4)
+    lengths = (76, 152, 304, 608, 912, 1216)
+    fit = fit_ttft_model([(n, 0, truth.predict(n, 0)) for n in lengths])
+    assert fit.rank == 3 and fit.rms_error_ms == pytest.approx(0, abs=1e-6)
+    for name in ("overhead_ms", "ms_per_token", "ms_per_pair"):
+        assert getattr(fit.model, name) == pytest.approx(getattr(truth, name), rel=1e-6)
+    # TTFT falling with length would need a negative cost per token: never fitted
+    falling = fit_ttft_model([(n, 0, 100.0 - n / 100) for n in lengths])
+    assert min(falling.model.overhead_ms, falling.model.ms_per_token) >= 0
+    assert falling.model.ms_per_pair >= 0
+    one_length = fit_ttft_model([(512, 0, 40.0), (512, 0, 42.0)])
+    assert one_length.rank == 1

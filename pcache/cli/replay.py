@@ -123,6 +123,12 @@ def replay_command(
             "--max-prompt-tokens", min=1, help="--engine: keep each prompt's first N tokens."
         ),
     ] = None,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup", min=0, max=100, help="--engine: warm-up rounds before timing (0: none)."
+        ),
+    ] = 2,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Replay the first N requests only.")
     ] = None,
@@ -326,6 +332,7 @@ def replay_command(
         max_output_tokens=max_output_tokens,
         max_prompt_tokens=max_prompt_tokens,
         limit=limit,
+        warmup_rounds=warmup,
     )
     bar = replay_view.progress_bar(progress, format)
     with bar as advance:

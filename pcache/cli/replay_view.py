@@ -117,6 +117,9 @@ def render(result: ReplayResult, format: str) -> None:
     if result.sweep:
         _render_sweep(result)
         return
+    if result.reports[0].measurement is not None:
+        _render_measurement(result)
+        return
     report = result.reports[0]
     capacity = "unlimited" if report.capacity_blocks is None else f"{report.capacity_blocks:,}"
     stdout.print(
@@ -177,6 +180,104 @@ def render(result: ReplayResult, format: str) -> None:
     for row in rows:
         table.add_row(*row)
     stdout.print(table)
+
+
+def _render_measurement(result: ReplayResult) -> None:
+    """A measured replay: cache on against cache off, then the calibrated prediction."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from pcache.cli.console import stdout
+
+    report = result.reports[0]
+    measured = report.measurement
+    assert measured is not None
+    on, off = measured.cache_on, measured.cache_off
+    stdout.print(
+        f"[bold]{escape(report.source)}[/] ({report.trace_format}): {report.requests:,} requests,"
+        f" {report.concurrency}, {escape(measured.model)} {measured.dtype} on {measured.device}"
+        f" ({measured.backend}), {report.capacity_blocks:,} blocks of {report.block_size}"
+        f" tokens per cache"
+    )
+    table = Table(box=None, pad_edge=False)
+    table.add_column("")
+    table.add_column("cache on", justify="right")
+    table.add_column("cache off", justify="right")
+    table.add_column("")
+    rows = [("TTFT p50", "p50"), ("TTFT p90", "p90"), ("TTFT p99", "p99"), ("TTFT mean", "mean")]
+    for label, key in rows:
+        table.add_row(label, f"{on.ttft_ms[key]:,.1f} ms", f"{off.ttft_ms[key]:,.1f} ms", "")
+    table.add_row(
+        "prefill tokens computed",
+        f"{on.prefill_tokens_computed:,}",
+        f"{off.prefill_tokens_computed:,}",
+        f"{report.prefill_tokens_saved:,} saved",
+    )
+    table.add_row(
+        "peak KV blocks in use", f"{on.peak_used_blocks:,}", f"{off.peak_used_blocks:,}", ""
+    )
+    table.add_row(
+        "prompt tokens/s",
+        f"{on.prompt_tokens_per_s:,.0f}",
+        f"{off.prompt_tokens_per_s:,.0f}",
+        f"generated: {on.generated_tokens_per_s:,.1f} / {off.generated_tokens_per_s:,.1f}",
+    )
+    table.add_row("wall", f"{on.wall_s:,.2f} s", f"{off.wall_s:,.2f} s", "")
+    stdout.print(table)
+    summary = Table(show_header=False, box=None, pad_edge=False)
+    for _ in range(3):
+        summary.add_column()
+    summary.add_row(
+        "speedup",
+        f"{_times(measured.speedup_p50)} p50, {_times(measured.speedup_mean)} mean",
+        f"medians of {measured.repeat} run{'s' if measured.repeat > 1 else ''};"
+        f" {measured.run_order}",
+    )
+    summary.add_row(
+        "token hit rate",
+        f"{report.token_hit_rate:.1%}",
+        f"{report.hit_tokens:,} of {report.query_tokens:,} prompt tokens; requests:"
+        f" {report.request_hit_rate:.1%}",
+    )
+    summary.add_row("evicted blocks", f"{report.evicted_blocks:,}", "")
+    summary.add_row(
+        "outputs equal", "yes" if measured.outputs_equal else "NO", "greedy, cache on vs off"
+    )
+    match = "yes" if measured.cached_tokens_match else "NO"
+    detail = "engine vs simulator, every request"
+    if measured.mismatched_requests:
+        detail += f"; differ at {measured.mismatched_requests[:10]}"
+    summary.add_row("cached tokens match", match, detail)
+    model, fit = report.ttft_model, measured.calibration
+    assert model is not None and fit is not None
+    summary.add_row(
+        "TTFT model (fit)",
+        f"{model.overhead_ms:.3g} ms + {model.ms_per_token:.3g} ms/token"
+        f" + {model.ms_per_pair:.3g} ms/pair",
+        f"least squares on the cache-off run ({fit['samples'] - fit['probes']} requests,"
+        f" {fit['probes']} length probes; rms error {fit['rms_error_ms']:.1f} ms)",
+    )
+    error = measured.prediction_error_p50
+    summary.add_row(
+        "predicted cache-on p50",
+        f"{measured.predicted_ttft_ms['p50']:,.1f} ms",
+        f"{'n/a' if error is None else f'{error:+.1%}'} vs measured; predicted speedup"
+        f" {_times(measured.predicted_speedup_p50)}",
+    )
+    cut = measured.cut
+    if cut.requests_dropped or cut.prompts_truncated or cut.outputs_capped:
+        summary.add_row(
+            "cut",
+            f"{cut.requests_dropped:,} requests",
+            f"{cut.prompts_truncated:,} prompts truncated ({cut.prompt_tokens_dropped:,} tokens),"
+            f" {cut.outputs_capped:,} outputs capped ({cut.output_tokens_dropped:,} tokens)",
+        )
+    summary.add_row("machine", escape(measured.machine), "")
+    stdout.print(summary)
+
+
+def _times(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
 
 
 def _render_sweep(result: ReplayResult) -> None:

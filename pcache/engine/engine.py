@@ -38,20 +38,42 @@ class StepOutput:
 class Engine:
     """A paged-attention inference engine with automatic prefix caching."""
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, runner: ModelRunner | None = None) -> None:
+        """`runner`: another engine's, to share its weights; this engine gets its own KV cache
+        (as many blocks as that runner's), so two engines can replay the same requests with
+        different settings over one set of weights."""
         self.config = config
-        self.runner = ModelRunner(config)
+        if runner is None:
+            self.runner = ModelRunner(config)
+            self.kv_cache = self.runner.kv_cache
+        else:
+            assert (runner.config.model, runner.config.device, runner.config.dtype) == (
+                config.model,
+                config.device,
+                config.dtype,
+            ), "a shared runner must hold the same model on the same device"
+            assert runner.block_size == config.block_size
+            self.runner = runner
+            self.kv_cache = runner.allocate_kv_cache()
         self.model_config = self.runner.model_config
+        self.hash_settings = HashSettings(config.hash_algo, config.block_size)
+        self._ids = itertools.count()
+        self._fresh_state()
+
+    def reset(self) -> None:
+        """A fresh cache state: an empty pool and scheduler, no sequences (none may be running)."""
+        assert not self.has_unfinished_requests(), "reset while requests are running"
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
         self.kv_manager = KVCacheManager(
             self.runner.num_blocks,
-            config.block_size,
-            enable_caching=config.enable_prefix_caching,
+            self.config.block_size,
+            enable_caching=self.config.enable_prefix_caching,
             max_model_len=self.runner.max_model_len,
         )
-        self.scheduler = Scheduler(config, self.kv_manager)
-        self.hash_settings = HashSettings(config.hash_algo, config.block_size)
+        self.scheduler = Scheduler(self.config, self.kv_manager)
         self.sequences: dict[str, Sequence] = {}
-        self._ids = itertools.count()
 
     def add_request(
         self,
@@ -62,8 +84,10 @@ class Engine:
         temperature: float = 0.0,
         ignore_eos: bool = False,
         request_id: str | None = None,
+        arrival_time: float | None = None,
     ) -> str:
-        """Queue a prompt; returns its request id."""
+        """Queue a prompt; returns its request id. `arrival_time` (a `time.perf_counter()`
+        reading, default now) is when the request arrived: TTFT counts from it."""
         token_ids = [int(token) for token in token_ids]
         self.check_request(token_ids, max_new_tokens)
         request_id = request_id or f"request-{next(self._ids)}"
@@ -78,7 +102,7 @@ class Engine:
             temperature=temperature,
             ignore_eos=ignore_eos,
             eos_token_ids=self.model_config.eos_token_ids,
-            arrival_time=time.perf_counter(),
+            arrival_time=time.perf_counter() if arrival_time is None else arrival_time,
         )
         self.sequences[request_id] = sequence
         self.scheduler.add(sequence)
@@ -131,6 +155,7 @@ class Engine:
         if not batch:
             assert not self.scheduler.has_unfinished(), "the scheduler is stuck"
             return []
+        self.runner.use_kv_cache(self.kv_cache)
         now = time.perf_counter()
         for item in batch:
             if item.sequence.first_scheduled_time is None:

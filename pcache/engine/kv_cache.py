@@ -16,6 +16,8 @@ from pcache.engine.model_config import ModelConfig
 from pcache.errors import EngineError
 
 DEFAULT_CPU_KV_CACHE_TOKENS = 8192
+KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+"""One (K, V) pair of tensors per layer."""
 GIB = 1024**3
 
 
@@ -73,8 +75,8 @@ def activation_bytes(config: EngineConfig, model: ModelConfig, element: int) -> 
 
 def allocate_kv_cache(
     model: ModelConfig, num_blocks: int, block_size: int, dtype: torch.dtype, device
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """One (K, V) pair per layer, zero-filled."""
+) -> KVCache:
+    """One (K, V) pair per layer, zero-filled (every page touched now, not in a measurement)."""
     shape = (num_blocks, block_size, model.num_kv_heads, model.head_dim)
     return [
         (

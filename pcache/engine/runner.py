@@ -9,7 +9,7 @@ import torch
 from pcache.engine.attention import get_backend
 from pcache.engine.config import EngineConfig
 from pcache.engine.context import AttentionMetadata, reset_context, set_context
-from pcache.engine.kv_cache import allocate_kv_cache, plan_num_blocks
+from pcache.engine.kv_cache import KVCache, allocate_kv_cache, plan_num_blocks
 from pcache.engine.loader import build_model, load_checkpoint, random_init, resolve_model_config
 from pcache.engine.sampling import Sampler
 from pcache.engine.sequence import Sequence
@@ -55,15 +55,29 @@ class ModelRunner:
             random_init(self.model, config.seed)
         else:
             load_checkpoint(self.model, directory)
-        self.kv_cache = allocate_kv_cache(
-            self.model_config, self.num_blocks, self.block_size, self.dtype, self.device
-        )
-        for layer, (k_cache, v_cache) in zip(
-            self.model.attention_layers(), self.kv_cache, strict=True
-        ):
-            layer.k_cache, layer.v_cache = k_cache, v_cache
+        self.kv_cache = self.allocate_kv_cache()
+        self._bound_kv_cache: KVCache | None = None
+        self.use_kv_cache(self.kv_cache)
         self.backend = get_backend(config.backend_name)
         self.sampler = Sampler(config.seed, self.device)
+
+    def allocate_kv_cache(self, num_blocks: int | None = None) -> KVCache:
+        """A KV cache for these weights (another engine can share the weights with its own)."""
+        return allocate_kv_cache(
+            self.model_config,
+            num_blocks or self.num_blocks,
+            self.block_size,
+            self.dtype,
+            self.device,
+        )
+
+    def use_kv_cache(self, kv_cache: KVCache) -> None:
+        """Point every attention layer at `kv_cache` (the next forward passes read and write it)."""
+        if self._bound_kv_cache is kv_cache:
+            return
+        for layer, (k_cache, v_cache) in zip(self.model.attention_layers(), kv_cache, strict=True):
+            layer.k_cache, layer.v_cache = k_cache, v_cache
+        self._bound_kv_cache = kv_cache
 
     def prepare(self, batch: list[ScheduledSequence]):
         input_ids: list[int] = []

@@ -51,5 +51,7 @@ class ReplayArguments:
     max_prompt_tokens: int | None = None
     limit: int | None = None
     seed: int = 0
+    warmup_rounds: int = 2
+    """Engine mode: rounds of warm-up before anything is timed (0: none)."""
     endpoint: Any = None
     """`mode == "endpoint"`: the `EndpointOptions` (URL, API, arrivals, concurrency)."""

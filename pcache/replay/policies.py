@@ -111,7 +111,21 @@ class VllmPolicy:
         if blocks is None:
             return None
         self.manager.record_prefix_cache_stats(request, num_hits)
+        if record.output_token_ids and not self._decode(request, record.output_token_ids):
+            self.manager.free(request)
+            return None
         return Admission(num_hits, len(hits), request)
+
+    def _decode(self, request: CacheRequest, output_token_ids: list[int]) -> bool:
+        """Write the KV of the generated tokens one at a time, as the engine's decode steps
+        do (the last generated token is never fed back); False when the pool runs out."""
+        request.num_computed_tokens = request.num_tokens
+        for token in output_token_ids[:-1]:
+            request.append_output_token_ids(token)
+            if self.manager.allocate_slots(request, 1) is None:
+                return False
+            request.num_computed_tokens += 1
+        return True
 
     def _admit_hash_ids(self, record: TraceRecord) -> Admission | None:
         hash_ids = record.hash_ids

@@ -1,9 +1,11 @@
-"""`pcache replay` as one function: read the trace, pick the driver, return its report(s).
+"""`pcache replay` as one function: pick the driver for `arguments.mode`, return its report(s).
 
 Drivers: `simulate` (`pcache.replay.simulate`, the block pool without a model), `engine`
 (`pcache.replay.engine_driver`, the built-in engine, cache on and off) and `endpoint`
-(`pcache.replay.endpoint_driver`, a live server over HTTP). Each takes the
-arguments and the trace and returns a `ReplayReport`; a new driver is one more entry in
+(`pcache.replay.endpoint_driver`, a live server over HTTP). A driver is a function
+(arguments, progress) -> ReplayResult; it reads the trace with `load_trace`, and a measuring
+driver fills `ReplayReport.measurement` or, for a live server, `ReplayReport.endpoint` (and can
+run the simulator beside it with `simulation_options`). A new driver is one more entry in
 `_DRIVERS`.
 """
 
@@ -48,15 +50,14 @@ class ReplayResult:
 
 def run_replay(arguments: ReplayArguments, progress: Progress = None) -> ReplayResult:
     """Replay `arguments.trace` with the driver `arguments.mode` names."""
-    if arguments.mode not in MODES:
-        raise UsageError(f"unknown replay mode {arguments.mode!r}")
-    if arguments.mode == "endpoint":
-        return _run_endpoint(arguments)
+    driver = _DRIVERS.get(arguments.mode)
+    if driver is None:
+        raise UsageError(
+            f"replay mode must be one of {', '.join(_DRIVERS)}, got {arguments.mode!r}"
+        )
     if arguments.device not in DEVICES:
         raise UsageError(f"--engine must be cpu or gpu, got {arguments.device!r}")
-    if arguments.mode != "simulate":
-        return _run_engine(arguments, progress)
-    return _run_simulation(arguments, progress)
+    return driver(arguments, progress)
 
 
 def trace_settings(arguments: ReplayArguments) -> Settings:
@@ -142,10 +143,18 @@ def _run_engine(arguments: ReplayArguments, progress: Progress) -> ReplayResult:
     return ReplayResult([report], False, name, trace.skipped, trace.reordered)
 
 
-def _run_endpoint(arguments: ReplayArguments) -> ReplayResult:
+def _run_endpoint(arguments: ReplayArguments, progress: Progress) -> ReplayResult:
     from pcache.replay.endpoint_driver import replay_endpoint
 
     assert arguments.endpoint is not None
     trace = load_trace(arguments)
     report = replay_endpoint(trace, arguments.endpoint)
     return ReplayResult([report], False, arguments.endpoint.model, trace.skipped, trace.reordered)
+
+
+_DRIVERS: dict[str, Callable[[ReplayArguments, Progress], ReplayResult]] = {
+    "simulate": _run_simulation,
+    "engine": _run_engine,
+    "endpoint": _run_endpoint,
+}
+assert set(_DRIVERS) <= set(MODES)

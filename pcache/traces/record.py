@@ -26,6 +26,9 @@ class TraceRecord:
     session_id: str | None = None
     cache_salt: str | None = None
     observed_cached_tokens: int | None = None
+    output_token_ids: list[int] | None = None
+    """Tokens a measured run generated for this request: a replay given them also writes
+    their KV (every output token but the last, as an engine does), filling blocks."""
 
 
 @dataclass(slots=True)

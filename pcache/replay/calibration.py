@@ -1,0 +1,129 @@
+"""Fitting the TTFT model to measured TTFTs, and the calibration file that keeps the fit.
+
+The fit is a non-negative least-squares fit of TTFT = overhead + a x uncached tokens +
+b x query-key pairs (`pcache.replay.ttft`) over measured (prompt tokens, cached tokens, TTFT)
+samples: every subset of the three terms is solved by least squares and the best fit with
+no negative coefficient is kept (a negative cost per token would predict faster prefills
+for longer prompts). The residuals are relative (each divided by its measured TTFT), so
+short prompts, which pin the per-token cost, weigh as much as long ones, whose absolute
+noise is larger. Prompts of one length cannot separate the overhead from the per-token
+cost; the fit then says so in `rank`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from pcache.errors import InputError
+from pcache.replay.ttft import TtftModel, attention_pairs
+
+FORMAT = "pcache-ttft-calibration/1"
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """A fitted TTFT model and where it was measured."""
+
+    model: TtftModel
+    samples: int
+    rank: int
+    """Independent terms the samples determined (3: overhead, per token and per pair)."""
+    rms_error_ms: float
+    probes: int = 0
+    """How many of the samples were length probes rather than requests of the trace."""
+    engine_model: str = ""
+    dtype: str = ""
+    device: str = ""
+    backend: str = ""
+    machine: str = ""
+    date: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, **asdict(self)}
+
+
+def _features(num_tokens: int, num_cached: int) -> tuple[float, float, float]:
+    return 1.0, float(num_tokens - num_cached), float(attention_pairs(num_tokens, num_cached))
+
+
+def fit_ttft_model(samples: list[tuple[int, int, float]]) -> Calibration:
+    """Fit overhead, per uncached token and per pair (ms) to (tokens, cached, TTFT ms)."""
+    assert samples, "a fit needs at least one measurement"
+    measured = np.array([ttft for _, _, ttft in samples])
+    weights = 1.0 / np.maximum(measured, 1e-9)
+    design = np.array([_features(tokens, cached) for tokens, cached, _ in samples])
+    design = design * weights[:, None]
+    target = measured * weights  # ones: relative residuals
+    scale = np.abs(design).max(axis=0)
+    scale[scale == 0] = 1.0
+    scaled = design / scale
+    best: tuple[float, np.ndarray] | None = None
+    for size in (3, 2, 1):
+        for columns in itertools.combinations(range(3), size):
+            solution, *_ = np.linalg.lstsq(scaled[:, columns], target, rcond=None)
+            if (solution < 0).any():
+                continue
+            coefficients = np.zeros(3)
+            coefficients[list(columns)] = solution
+            residual = float(np.sum((scaled @ coefficients - target) ** 2))
+            if best is None or residual < best[0] - 1e-12 * max(residual, 1.0):
+                best = (residual, coefficients)
+    assert best is not None  # the overhead alone always fits with a non-negative mean
+    coefficients = best[1] / scale
+    model = TtftModel(*(float(value) for value in coefficients))
+    errors = [model.predict(tokens, cached) - ttft for tokens, cached, ttft in samples]
+    return Calibration(
+        model=model,
+        samples=len(samples),
+        rank=int(np.linalg.matrix_rank(scaled)),
+        rms_error_ms=round(math.sqrt(math.fsum(e * e for e in errors) / len(samples)), 3),
+    )
+
+
+def save_calibration(path: str, calibration: Calibration) -> None:
+    import orjson
+
+    from pcache.files import write_atomically
+
+    data = orjson.dumps(calibration.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    write_atomically(path, [data + b"\n"])
+
+
+def load_calibration(path: str) -> Calibration:
+    """A file written by `save_calibration`; anything else is an InputError naming it."""
+    from pcache.prompt.loading import display_name, parse_json, read_bytes
+
+    source = display_name(path)
+    data = parse_json(read_bytes(path), source)
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(source, f"not a TTFT calibration file (expected format {FORMAT!r})")
+    try:
+        coefficients = data["model"]
+        model = TtftModel(
+            float(coefficients["overhead_ms"]),
+            float(coefficients["ms_per_token"]),
+            float(coefficients["ms_per_pair"]),
+        )
+        fields = {key: data[key] for key in ("samples", "rank", "rms_error_ms", "probes")}
+        described = {
+            key: str(data.get(key, ""))
+            for key in ("engine_model", "dtype", "device", "backend", "machine", "date")
+        }
+    except (KeyError, TypeError, ValueError) as failure:
+        message = f"invalid calibration: {type(failure).__name__}: {failure}"
+        raise InputError(source, message) from None
+    values = (model.overhead_ms, model.ms_per_token, model.ms_per_pair)
+    if not all(math.isfinite(value) and value >= 0 for value in values):
+        raise InputError(source, "calibration coefficients must be finite and non-negative")
+    return Calibration(
+        model,
+        int(fields["samples"]),
+        int(fields["rank"]),
+        float(fields["rms_error_ms"]),
+        **described,
+    )
