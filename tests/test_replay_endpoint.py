@@ -167,3 +167,20 @@ def test_readme_serving_commands(tmp_path):
             result = run_pcache(*words, timeout=120)
             assert result.returncode == 0, (command, result.stderr.decode()[-2000:])
             assert b"Traceback" not in result.stderr
+
+
+def test_a_request_trace_tokenized_for_another_vocabulary_is_mapped_into_the_servers(cli, url):
+    trace = ROOT / "samples/traces/requests_tiny.jsonl"
+    common = ("replay", trace, "--endpoint", f"{url}/v1", "--reset-cache", "--time-scale", "0")
+    common = (*common, "-t", "cl100k_base")
+    refused = cli(*common, "--max-concurrency", "1", "--max-output-tokens", "1")
+    assert refused.exit_code == 1 and "token ids must be in [0, 512)" in refused.stderr
+    result = cli(
+        *common, "--vocab-size", "512", "--max-concurrency", "1", "--max-output-tokens", "1",
+        "--format", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = orjson.loads(result.stdout)
+    assert data["completed"] == data["num_prompts"] > 1
+    assert data["cached_tokens"] == data["predicted_cached_tokens"]
+    assert data["total_cached_tokens"] > 0

@@ -177,7 +177,7 @@ def replay_command(
     timeout: ep.TimeoutOpt = 300.0,
     retries: ep.RetriesOpt = 2,
     ignore_eos: ep.IgnoreEosOpt = False,
-    vocab_size: ep.VocabSizeOpt = 512,
+    vocab_size: ep.VocabSizeOpt = None,
     no_server_metrics: ep.NoServerMetricsOpt = False,
 ) -> None:
     """Replay a trace against a prefix cache: simulated, or measured through the engine.

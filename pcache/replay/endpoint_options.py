@@ -28,7 +28,7 @@ class EndpointOptions:
     max_output_tokens: int | None = None
     max_prompt_tokens: int | None = None
     limit: int | None = None
-    vocab_size: int = 512
+    vocab_size: int | None = None
     block_size: int = 16
     cache_blocks: int | None = None
     hash_algo: str = "pcache"
@@ -47,7 +47,7 @@ class EndpointOptions:
             raise UsageError("--timeout must be positive")
         if self.retries < 0:
             raise UsageError("--retries must be zero or more")
-        if self.vocab_size < 2:
+        if self.vocab_size is not None and self.vocab_size < 2:
             raise UsageError("--vocab-size must be at least 2")
 
     @property

@@ -17,37 +17,24 @@ from pcache.replay.endpoint_options import EndpointOptions
 from pcache.traces.record import Trace, TraceRecord
 
 DEFAULT_OUTPUT_TOKENS = 16
-
-
-def block_token_ids(seed: int, block_id: int, length: int, vocab_size: int) -> list[int]:
-    """The tokens standing for one hash id: equal ids give equal tokens, whatever the request."""
-    import numpy as np
-
-    rng = np.random.default_rng([seed, block_id & ((1 << 63) - 1), int(block_id < 0)])
-    return rng.integers(0, vocab_size, size=length).tolist()
+DEFAULT_VOCAB_SIZE = 512
 
 
 def materialize(trace: Trace, options: EndpointOptions) -> Trace:
-    """The trace with token ids on every record (hash ids become seeded tokens per block),
-    cut to `limit` requests and `max_prompt_tokens` tokens a prompt."""
-    block = trace.block_size or options.block_size
-    records = []
-    for record in trace.records[: options.limit]:
-        if record.token_ids is not None:
-            tokens = record.token_ids[: options.max_prompt_tokens]
-            records.append(replace(record, token_ids=tokens, input_length=len(tokens)))
-            continue
-        tokens: list[int] = []
-        for block_id in record.hash_ids or ():
-            tokens += block_token_ids(options.seed, block_id, block, options.vocab_size)
-        missing = record.input_length - len(tokens)
-        if missing > 0:  # tokens the hash ids do not cover: unique to this request
-            tokens += block_token_ids(options.seed + 1, record.index, missing, options.vocab_size)
-        tokens = tokens[
-            : min(record.input_length, options.max_prompt_tokens or record.input_length)
-        ]
-        records.append(replace(record, token_ids=tokens, hash_ids=None, input_length=len(tokens)))
-    return replace(trace, records=records, block_size=None)
+    """The trace as token records (`pcache.replay.tokens`, as the engine driver runs it):
+    hash ids become seeded tokens per block id below `vocab_size` (512 unless given); token
+    ids are sent as they are, or mapped into `vocab_size` when it is given and they exceed
+    it; cut to `limit` requests and `max_prompt_tokens` tokens a prompt."""
+    from pcache.replay.tokens import Slicing, engine_trace
+
+    vocab = options.vocab_size
+    if vocab is None:
+        vocab = DEFAULT_VOCAB_SIZE if trace.block_size is not None else 1 << 62
+    slicing = Slicing(options.limit, options.max_prompt_tokens)
+    tokens, _ = engine_trace(trace, vocab, 1 << 62, slicing, options.seed)
+    outputs = {record.index: record.output_length for record in trace.records}
+    records = [replace(r, output_length=outputs[r.index]) for r in tokens.records]
+    return replace(tokens, records=records)  # output lengths: the trace's (0: the default)
 
 
 def _documents(trace: Trace) -> dict[int | None, Any]:
