@@ -51,16 +51,13 @@ def resolve_model(name_or_path: str) -> ModelShape:
     path = Path(name_or_path)
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(
             f"--model {name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
         )
-    import orjson
+    from pcache.prompt.loading import parse_json, read_bytes
 
-    try:
-        config = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as error:
-        raise ConfigError(f"{path}: invalid JSON: {error.msg}") from None
+    config = parse_json(read_bytes(path), str(path))
     config = config.get("text_config", config) if isinstance(config, dict) else config
     try:
         layers = int(config["num_hidden_layers"])

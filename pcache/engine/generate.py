@@ -53,7 +53,13 @@ class PromptCodec:
         if tokenizer_file.is_file():
             from tokenizers import Tokenizer
 
-            self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            from pcache.files import read_text
+
+            text = read_text(tokenizer_file, what="tokenizer.json")
+            try:
+                self.tokenizer = Tokenizer.from_str(text)
+            except Exception as error:  # the tokenizers library raises its own Exception
+                raise EngineError(f"{tokenizer_file}: not a loadable tokenizer: {error}") from None
         elif vocab_size >= 100277:
             from pcache.prompt.tiktoken_offline import get_encoding
 
