@@ -30,6 +30,25 @@ class Document:
     source: str
     line: int | None
     value: Any
+    raw: bytes | None = None
+    """The JSON text of this document (of its line in a JSONL file), to locate errors in."""
+
+    def locate(self, failure: InputError) -> InputError:
+        """Give an error about a value of this document (its `json_path`) a line and column."""
+        if self.raw is None or failure.json_path is None or failure.column is not None:
+            return failure
+        from pcache.prompt.json_positions import JsonPositions
+
+        try:
+            line, column = JsonPositions(self.raw.decode("utf-8")).locate(failure.json_path)
+        except (UnicodeDecodeError, ValueError, IndexError):
+            return failure
+        if self.line is None:
+            failure.line = line
+        elif line != 1:  # a line of a JSONL file holds one JSON line
+            return failure
+        failure.column = column
+        return failure
 
 
 def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
@@ -100,7 +119,7 @@ def iter_documents(
     data = read_bytes(path)
     body = data[3:] if data.startswith(BOM) else data
     try:
-        yield Document(source, None, orjson.loads(body))
+        yield Document(source, None, orjson.loads(body), body)
         return
     except orjson.JSONDecodeError as error:
         first_error = error
@@ -108,13 +127,15 @@ def iter_documents(
     if len([raw for raw in lines if raw.strip()]) > 1 and lines[0].strip().startswith(b"{"):
         try:
             parsed = [
-                (number, orjson.loads(raw)) for number, raw in enumerate(lines, 1) if raw.strip()
+                (number, orjson.loads(raw), raw)
+                for number, raw in enumerate(lines, 1)
+                if raw.strip()
             ]
         except orjson.JSONDecodeError:
             parsed = None
         if parsed is not None:
-            for number, value in parsed:
-                yield Document(source, number, value)
+            for number, value, raw in parsed:
+                yield Document(source, number, value, raw)
             return
     raise json_error(body, first_error, source)
 
@@ -122,11 +143,11 @@ def iter_documents(
 def _iter_jsonl_file(
     path: str | os.PathLike[str], source: str, skip_errors: bool
 ) -> Iterator[Document | InputError]:
-    for entry in iter_json_lines(path, skip_errors=skip_errors):
+    for entry in _json_lines(path, skip_errors, keep_raw=True):
         if isinstance(entry, InputError):
             yield entry
         else:
-            yield Document(source, entry[0], entry[1])
+            yield Document(source, *entry)
 
 
 def iter_json_lines(
@@ -137,6 +158,10 @@ def iter_json_lines(
     The streaming core of `iter_documents` for .jsonl files (no `Document` per line, for
     traces of millions of lines); with skip_errors, a bad line yields its InputError.
     """
+    return _json_lines(path, skip_errors, keep_raw=False)
+
+
+def _json_lines(path, skip_errors: bool, keep_raw: bool) -> Iterator[tuple | InputError]:
     source = display_name(path)
     with open_input(path, max_bytes=None, what="JSONL file") as (handle, size):
         head = handle.read(SNIFF_BYTES)
@@ -146,7 +171,7 @@ def iter_json_lines(
             handle.seek(len(BOM))
         long_lines = size is None or size > MAX_DOCUMENT_BYTES
         lines = _bounded_lines(handle, source) if long_lines else handle
-        yield from _parse_lines(lines, source, skip_errors)
+        yield from _parse_lines(lines, source, skip_errors, keep_raw)
 
 
 def _bounded_lines(handle, source: str) -> Iterator[bytes]:
@@ -159,7 +184,9 @@ def _bounded_lines(handle, source: str) -> Iterator[bytes]:
         yield raw
 
 
-def _parse_lines(lines, source: str, skip_errors: bool) -> Iterator[tuple[int, Any] | InputError]:
+def _parse_lines(
+    lines, source: str, skip_errors: bool, keep_raw: bool
+) -> Iterator[tuple | InputError]:
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
     seen_any = False
     for number, raw in enumerate(lines, 1):
@@ -175,7 +202,7 @@ def _parse_lines(lines, source: str, skip_errors: bool) -> Iterator[tuple[int, A
             yield failure
             continue
         seen_any = True
-        yield number, value
+        yield (number, value, raw) if keep_raw else (number, value)
     if not seen_any:
         raise InputError(source, "file is empty, expected JSON lines")
 

@@ -15,7 +15,7 @@ from pcache.errors import InputError, UsageError
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
-from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.request import Request, request_from_document, request_of
 from pcache.prompt.segment_cache import SegmentCachedRenderer
 from pcache.prompt.tokenizer import DEFAULT_DATE
 from pcache.rules import PARSE_ERROR, REGISTRY
@@ -151,7 +151,7 @@ def _iter_file(path: str) -> Iterator[Request | InputError]:
                 continue
             assert isinstance(document, Document)
             try:
-                yield request_from_document(document.value, document.source, document.line)
+                yield request_of(document)
             except InputError as failure:
                 yield failure
     except InputError as failure:
