@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pcache.cli.options import FormatOpt, check_text_or_json
+from pcache.cli.options import FormatOpt, check_text_or_json, in_range
 
 
 def generate_command(
@@ -28,7 +28,8 @@ def generate_command(
         typer.Option("--prompt-ids", help="A JSON file: a list of token-id lists (a batch)."),
     ] = None,
     max_new_tokens: Annotated[
-        int, typer.Option("--max-new-tokens", "-n", min=1, help="Tokens to generate.")
+        int,
+        typer.Option("--max-new-tokens", "-n", callback=in_range(1), help="Tokens to generate."),
     ] = 16,
     engine: Annotated[str, typer.Option("--engine", help="cpu (torch) or gpu (Triton).")] = "cpu",
     no_prefix_cache: Annotated[

@@ -12,6 +12,9 @@ from pcache.cli.options import (
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
     DEFAULT_TOKENIZER,
+    MAX_BLOCK_SIZE,
+    MAX_CACHE_BLOCKS,
+    MAX_CACHE_GB,
     BlockSizeOpt,
     CacheSaltOpt,
     DateOpt,
@@ -19,6 +22,7 @@ from pcache.cli.options import (
     HashAlgoOpt,
     TokenizerOpt,
     check_text_or_json,
+    in_range,
 )
 
 
@@ -39,10 +43,19 @@ def replay_command(
     ] = "vllm",
     cache_blocks: Annotated[
         int | None,
-        typer.Option("--cache-blocks", help="Cache capacity in blocks (default: unlimited)."),
+        typer.Option(
+            "--cache-blocks",
+            callback=in_range(1, MAX_CACHE_BLOCKS),
+            help="Cache capacity in blocks (default: unlimited).",
+        ),
     ] = None,
     cache_gb: Annotated[
-        float | None, typer.Option("--cache-gb", help="Cache capacity in GiB of KV for --model.")
+        float | None,
+        typer.Option(
+            "--cache-gb",
+            callback=in_range(above=0, maximum=MAX_CACHE_GB),
+            help="Cache capacity in GiB of KV for --model.",
+        ),
     ] = None,
     model: Annotated[
         str,
@@ -55,22 +68,37 @@ def replay_command(
         ),
     ] = "serial",
     decode_rate: Annotated[
-        float, typer.Option("--decode-rate", help="Decode tokens/s per request (timed mode).")
+        float,
+        typer.Option(
+            "--decode-rate",
+            callback=in_range(above=0),
+            help="Decode tokens/s per request (timed mode).",
+        ),
     ] = 50.0,
     ttft_overhead_ms: Annotated[
-        float, typer.Option("--ttft-overhead-ms", help="TTFT fixed overhead (ms).")
+        float,
+        typer.Option("--ttft-overhead-ms", callback=in_range(0), help="TTFT fixed overhead (ms)."),
     ] = 55.0,
     ttft_ms_per_token: Annotated[
-        float, typer.Option("--ttft-ms-per-token", help="TTFT cost per uncached token (ms).")
+        float,
+        typer.Option(
+            "--ttft-ms-per-token", callback=in_range(0), help="TTFT cost per uncached token (ms)."
+        ),
     ] = 0.05,
     ttft_ms_per_pair: Annotated[
-        float, typer.Option("--ttft-ms-per-pair", help="TTFT cost per query-key pair (ms).")
+        float,
+        typer.Option(
+            "--ttft-ms-per-pair", callback=in_range(0), help="TTFT cost per query-key pair (ms)."
+        ),
     ] = 1e-6,
     capacity_sweep: Annotated[
         bool, typer.Option("--capacity-sweep", help="Replay at several cache sizes.")
     ] = False,
     sweep_points: Annotated[
-        int, typer.Option("--sweep-points", min=2, max=1000, help="Cache sizes in the sweep.")
+        int,
+        typer.Option(
+            "--sweep-points", callback=in_range(2, 1000), help="Cache sizes in the sweep."
+        ),
     ] = 8,
     plot: Annotated[
         str | None, typer.Option("--plot", help="With --capacity-sweep: write a PNG chart.")
@@ -86,7 +114,11 @@ def replay_command(
     ] = "auto",
     trace_block_size: Annotated[
         int | None,
-        typer.Option("--trace-block-size", min=1, help="Tokens per hash id (hash-id traces)."),
+        typer.Option(
+            "--trace-block-size",
+            callback=in_range(1, MAX_BLOCK_SIZE),
+            help="Tokens per hash id (hash-id traces).",
+        ),
     ] = None,
     tokenizer: TokenizerOpt = DEFAULT_TOKENIZER,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,

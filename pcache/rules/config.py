@@ -22,6 +22,8 @@ from pcache.errors import ConfigError, InputError
 from pcache.files import read_text
 from pcache.rules.selection import SelectionInput
 
+PROFILES = ("vllm", "sglang", "openai", "anthropic")
+"""The caches `lint` prices findings for (`--profile` and `profile`)."""
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "profile", "tokenizer"}
 
 
@@ -58,7 +60,8 @@ def find_config(start: Path) -> Path | None:
                 data = tomllib.loads(read_text(candidate, what="pyproject.toml"))
             except (InputError, tomllib.TOMLDecodeError):
                 return candidate  # reported by load_config
-            if "pcache" in data.get("tool", {}):
+            tool = data.get("tool")
+            if isinstance(tool, dict) and "pcache" in tool:
                 return candidate
     return None
 
@@ -87,10 +90,13 @@ def load_config(path: Path | None) -> LintConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise _toml_error(str(path), error) from None
-    table = data.get("tool", {}).get("pcache", {})
-    lint = table.get("lint", {})
-    if not isinstance(lint, dict):
-        raise ConfigError(f"{path}: [tool.pcache.lint] must be a table")
+    table: Any = data
+    for depth, key in enumerate(("tool", "pcache", "lint")):
+        table = table.get(key, {})
+        if not isinstance(table, dict):
+            name = ".".join(("tool", "pcache", "lint")[: depth + 1])
+            raise ConfigError(f"{path}: [{name}] must be a table")
+    lint = table
     unknown = sorted(set(lint) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [tool.pcache.lint]: {', '.join(unknown)}")
@@ -110,4 +116,8 @@ def load_config(path: Path | None) -> LintConfig:
             if not isinstance(lint[key], str):
                 raise ConfigError(f"{where} {key} must be a string")
             setattr(config, key, lint[key])
+    if config.profile is not None and config.profile not in PROFILES:
+        raise ConfigError(
+            f"{where} profile must be one of {', '.join(PROFILES)}, got {config.profile!r}"
+        )
     return config
