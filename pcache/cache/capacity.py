@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcache.errors import ConfigError, UsageError
+from pcache.numbers import check_number
 
+MAX_DIMENSION = 1 << 31
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "float8_e4m3fn": 1}
 
 
@@ -59,13 +61,28 @@ def resolve_model(name_or_path: str) -> ModelShape:
 
     config = parse_json(read_bytes(path), str(path))
     config = config.get("text_config", config) if isinstance(config, dict) else config
-    try:
-        layers = int(config["num_hidden_layers"])
-        heads = int(config["num_attention_heads"])
-        kv_heads = int(config.get("num_key_value_heads") or heads)
-        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
-    except (KeyError, TypeError, ValueError) as error:
-        raise ConfigError(f"{path}: missing or invalid model shape field {error}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a JSON object (a model config)")
+
+    def dimension(key: str, default: int | None = None) -> int:
+        value = config.get(key)
+        value = default if value is None else value
+        if value is None:
+            raise ConfigError(f"{path}: missing {key}")
+        if type(value) is not int:
+            raise ConfigError(f"{path}: {key} must be an integer, got {value!r}")
+        try:
+            return int(check_number(key, value, minimum=1, maximum=MAX_DIMENSION))
+        except UsageError as failure:
+            raise ConfigError(f"{path}: {failure}") from None
+
+    layers = dimension("num_hidden_layers")
+    heads = dimension("num_attention_heads")
+    kv_heads = dimension("num_key_value_heads", heads)
+    if config.get("head_dim") is not None:
+        head_dim = dimension("head_dim")
+    else:
+        head_dim = max(dimension("hidden_size") // heads, 1)
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     return ModelShape(
         path.parent.name or str(path), layers, kv_heads, head_dim, DTYPE_BYTES.get(dtype, 2)

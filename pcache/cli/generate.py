@@ -49,12 +49,21 @@ def generate_command(
     from pcache.cli.console import stdout, write_json
     from pcache.engine.generate import generate, load_prompt_ids
     from pcache.errors import UsageError
+    from pcache.files import display_name
 
     check_text_or_json(format)
     if (prompt is None) == (prompt_ids is None):
         raise UsageError("give exactly one of --prompt and --prompt-ids")
     batch = load_prompt_ids(prompt_ids) if prompt_ids is not None else None
-    result = generate(model, prompt, batch, max_new_tokens, engine, not no_prefix_cache)
+    result = generate(
+        model,
+        prompt,
+        batch,
+        max_new_tokens,
+        engine,
+        not no_prefix_cache,
+        prompt_source=display_name(prompt_ids) if prompt_ids is not None else "--prompt",
+    )
     if format == "json":
         write_json(orjson.dumps(asdict(result), option=orjson.OPT_SORT_KEYS))
         return
