@@ -17,6 +17,7 @@ from typing import Any
 from pcache.errors import InputError, TokenizerError
 from pcache.files import read_input, read_text
 from pcache.prompt.chat_jinja import (
+    TemplateLimitExceeded,
     TemplateRaised,
     make_environment,
     pinned_date,
@@ -103,6 +104,8 @@ class HFTemplateRenderer:
                 f"{request.label}: the {self.label} chat template refused the request:"
                 f" {_one_line(error)}"
             ) from None
+        except TemplateLimitExceeded as error:
+            raise TokenizerError(f"{request.label}: {self.label}: {error}") from None
         except Exception as error:  # errors inside an untrusted template are input problems
             raise TokenizerError(
                 f"{request.label}: the {self.label} chat template failed:"
