@@ -52,5 +52,10 @@ class TokenizerError(PcacheError):
     """A tokenizer or chat template cannot be loaded or applied."""
 
 
+class RequestTemplateError(InputError, TokenizerError):
+    """A chat template refused one request, failed on it or went past its bounds: an error of
+    that request (its file and line), which lint reports and replay skips like a bad line."""
+
+
 class EngineError(PcacheError):
     """The built-in engine cannot run the requested model or workload."""

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pcache.errors import InputError, TokenizerError
+from pcache.errors import InputError, RequestTemplateError, TokenizerError
 from pcache.files import read_input, read_text
 from pcache.prompt.chat_jinja import (
     TemplateLimitExceeded,
@@ -100,16 +100,21 @@ class HFTemplateRenderer:
         try:
             text = render_messages(request.messages)
         except TemplateRaised as error:
-            raise TokenizerError(
-                f"{request.label}: the {self.label} chat template refused the request:"
-                f" {_one_line(error)}"
+            raise RequestTemplateError(
+                request.source,
+                f"the {self.label} chat template refused the request: {_one_line(error)}",
+                request.line,
             ) from None
         except TemplateLimitExceeded as error:
-            raise TokenizerError(f"{request.label}: {self.label}: {error}") from None
+            raise RequestTemplateError(
+                request.source, f"{self.label}: {error}", request.line
+            ) from None
         except Exception as error:  # errors inside an untrusted template are input problems
-            raise TokenizerError(
-                f"{request.label}: the {self.label} chat template failed:"
-                f" {type(error).__name__}: {_one_line(error)}"
+            raise RequestTemplateError(
+                request.source,
+                f"the {self.label} chat template failed: {type(error).__name__}:"
+                f" {_one_line(error)}",
+                request.line,
             ) from None
         return text, locate_spans(text, request, render_messages)
 

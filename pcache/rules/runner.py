@@ -192,7 +192,7 @@ class _Run:
             if isinstance(item, InputError):
                 self._parse_error(item)
             else:
-                self.lint_request(item)
+                self.lint_request_or_report(item)
             if self.progress is not None:
                 self.progress(1)
             started = time.perf_counter()
@@ -219,6 +219,13 @@ class _Run:
             )
         )
         self._total(PARSE_ERROR, 0)
+
+    def lint_request_or_report(self, request: Request) -> None:
+        """Lint one request; one that cannot be rendered is a PC000 finding on its line."""
+        try:
+            self.lint_request(request)
+        except InputError as failure:
+            self._parse_error(failure)
 
     def lint_request(self, request: Request) -> None:
         assignment = self.tracker.assign(request)
@@ -392,5 +399,5 @@ def lint_values(values: list[object], options: LintOptions, source: str = "<memo
         except InputError as failure:
             run._parse_error(failure)
             continue
-        run.lint_request(request)
+        run.lint_request_or_report(request)
     return run.finish()

@@ -194,6 +194,23 @@ def _read_request_records(entries: Iterator, trace: Trace, strict: bool, setting
         trace.records.append(record)
 
 
+def no_valid_records(trace: Trace) -> str:
+    """Why a trace yielded nothing: the reason of its first skipped line, and the format."""
+    if not trace.skipped:
+        return "no valid requests in the trace"
+    first = trace.skipped[0]
+    reason = (
+        first[len(trace.source) :].lstrip(":0123456789 ")
+        if first.startswith(trace.source)
+        else first
+    )
+    return (
+        f"no valid requests in the trace read as {trace.format} records"
+        f" ({len(trace.skipped)} {'line' if len(trace.skipped) == 1 else 'lines'} skipped);"
+        f" the first: {reason}"
+    )
+
+
 def read_trace(
     path: str | os.PathLike[str],
     *,
@@ -222,7 +239,7 @@ def read_trace(
         else:
             _read_request_records(entries, trace, strict, settings)
     if not trace.records:
-        raise InputError(source, "no valid requests in the trace")
+        raise InputError(source, no_valid_records(trace))
     if trace.format in ("mooncake", "bailian") and trace.block_size is None:
         trace.block_size = MOONCAKE_BLOCK_SIZE if trace.format == "mooncake" else BAILIAN_BLOCK_SIZE
     if block_size is not None and trace.format in ("mooncake", "bailian"):
