@@ -29,7 +29,7 @@ from pcache.rules.context import (
     SessionHead,
 )
 from pcache.rules.cost import PrefixIndex, expected_shared, reusable
-from pcache.rules.fixes import fix_file
+from pcache.rules.fixes import fix_files
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker
 
@@ -376,7 +376,7 @@ def lint_paths(
     if options.fix:
         first = _lint_files(files, options, config, None)
         fixable = sorted({d.file for d in first.diagnostics if d.fixable})
-        fixed_files = [path for path in fixable if fix_file(path)]
+        fixed_files = fix_files(fixable)
     report = _lint_files(files, options, config, progress)
     report.summary.fixed_files = fixed_files
     return report
