@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pcache.cache.simulate import SimulationOptions, simulate
 from pcache.gc_pause import paused_gc
+from pcache.replay.simulate import SimulationOptions, simulate
 from pcache.traces.readers import read_trace
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from pcache.engine.presets import preset_config
+from pcache.models import preset_config
 
 
 def save_reference_checkpoint(preset: str, directory: Path, seed: int = 0, **overrides):

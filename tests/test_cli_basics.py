@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from pcache.cache.capacity import DEFAULT_MODEL
+from pcache.models import DEFAULT_MODEL
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.cli import options
 from pcache.prompt.render import DEFAULT_TOKENIZER

@@ -9,9 +9,9 @@ torch = pytest.importorskip("torch")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from pcache.cache.simulate import SimulationOptions, simulate  # noqa: E402
 from pcache.engine.config import EngineConfig  # noqa: E402
 from pcache.engine.engine import Engine  # noqa: E402
+from pcache.replay.simulate import SimulationOptions, simulate  # noqa: E402
 from pcache.traces.record import Trace, TraceRecord  # noqa: E402
 
 

@@ -68,8 +68,8 @@ def test_bailian_sample(cli):
 
 def test_request_sample_matches_token_prefixes(cli, tmp_path):
     """Unlimited vLLM hits equal the longest shared full-block prefix (last token recomputed)."""
-    from pcache.cache.ttft import TtftModel
     from pcache.pipeline import Settings, hash_request, iter_requests
+    from pcache.replay.ttft import TtftModel
 
     path = TRACES / "requests_tiny.jsonl"
     out = tmp_path / "per_request.jsonl"
@@ -301,11 +301,35 @@ def test_trace_synth_workloads(cli, tmp_path):
     assert bad.exit_code == 2 and "workload" in bad.output
 
 
+def test_simulate_is_the_default(cli):
+    sample = TRACES / "mooncake_tiny.jsonl"
+    implicit = cli("replay", sample, "--format", "json")
+    assert implicit.exit_code == 0, implicit.output
+    assert json.loads(implicit.stdout) == replay_json(cli, sample)
+    assert json.loads(implicit.stdout)["mode"] == "simulate"
+
+
+def test_model_table_names_work_for_replay(cli):
+    """generate's preset names and replay's older spellings name the same shapes."""
+    sample = TRACES / "mooncake_tiny.jsonl"
+    new = replay_json(cli, sample, "--cache-gb", "0.25", "--model", "llama3-8b")
+    old = replay_json(cli, sample, "--cache-gb", "0.25", "--model", "llama-3-8b")
+    assert new == old and new["model"] == "llama3-8b" and new["capacity_blocks"] == 4
+    tiny = replay_json(cli, sample, "--model", "tiny")
+    assert tiny["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 2  # K+V, 2 layers, 2 heads, dim 16
+
+
 def test_bad_options(cli):
     sample = TRACES / "mooncake_tiny.jsonl"
     for args, message in (
-        ((), "--simulate"),
-        (("--simulate", "--policy", "lfu"), "--policy"),
+        (("--simulate", "--engine", "cpu"), "give one of --simulate, --engine and --gpu"),
+        (("--engine", "cpu", "--gpu"), "not --engine and --gpu"),
+        (("--simulate", "--gpu"), "not --simulate and --gpu"),
+        (("--engine", "tpu", "--model", "tiny"), "--engine must be cpu or gpu"),
+        (("--engine", "cpu"), "--engine needs --model"),
+        (("--simulate", "--repeat", "3"), "--repeat applies to --engine"),
+        (("--engine", "cpu", "--model", "tiny", "--calibration", "c.json"), "--calibration"),
+        (("--policy", "lfu"), "--policy"),
         (("--simulate", "--concurrency", "async"), "--concurrency"),
         (("--simulate", "--plot", "x.png"), "--capacity-sweep"),
         (("--simulate", "--cache-blocks", "4", "--cache-gb", "1"), "not both"),

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.cache.policies import VllmPolicy
-from pcache.cache.simulate import SimulationOptions, _unlimited_capacity, simulate
+from pcache.replay.policies import VllmPolicy
+from pcache.replay.simulate import SimulationOptions, _unlimited_capacity, simulate
 from pcache.traces.readers import read_trace
 from pcache.traces.record import TraceRecord
 from tests.conftest import SAMPLES
@@ -161,10 +161,10 @@ def test_batched_serial_loop_equals_per_request_loop(name, policy):
 def test_distribution_from_counts_matches_sorted_percentiles(values):
     from collections import Counter
 
-    from pcache.cache.simulate import _distribution
-    from pcache.cache.ttft import percentile
+    from pcache.replay.report import distribution
+    from pcache.replay.ttft import percentile
 
-    summary = _distribution(Counter(values))
+    summary = distribution(Counter(values))
     ordered = sorted(values)
     for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         assert summary[name] == round(percentile(ordered, fraction), 3)

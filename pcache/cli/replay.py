@@ -1,4 +1,5 @@
-"""`pcache replay TRACE --simulate`: hit rates, evictions, TTFT and cost of a workload."""
+"""`pcache replay TRACE`: simulate a prefix cache (`--simulate`, default) or measure it
+through the built-in engine (`--engine cpu|gpu`, `--gpu`), cache on against cache off."""
 
 from __future__ import annotations
 
@@ -31,8 +32,17 @@ def replay_command(
         str, typer.Argument(help="Trace: request JSONL, Mooncake or Bailian hash-id JSONL, Batch.")
     ],
     simulate: Annotated[
-        bool, typer.Option("--simulate", help="Simulate the cache (no model, no GPU).")
+        bool, typer.Option("--simulate", help="Simulate the cache, no model (the default).")
     ] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            help="Measure through the built-in engine, cache on and off: cpu (fp32, torch) or"
+            " gpu (bf16, Triton).",
+        ),
+    ] = None,
+    gpu: Annotated[bool, typer.Option("--gpu", help="The same as --engine gpu.")] = False,
     policy: Annotated[
         str,
         typer.Option(
@@ -58,9 +68,14 @@ def replay_command(
         ),
     ] = None,
     model: Annotated[
-        str,
-        typer.Option("--model", help="Model preset (llama-3-8b, qwen3-8b, ...) or config.json."),
-    ] = DEFAULT_MODEL,
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="A preset (tiny, qwen3-0.6b, llama3-8b, qwen3-8b, gpt-oss-20b, ...), a model"
+            f" directory or a config.json (--simulate default: {DEFAULT_MODEL}).",
+        ),
+    ] = None,
     concurrency: Annotated[
         str,
         typer.Option(
@@ -76,21 +91,72 @@ def replay_command(
         ),
     ] = 50.0,
     ttft_overhead_ms: Annotated[
-        float,
-        typer.Option("--ttft-overhead-ms", callback=in_range(0), help="TTFT fixed overhead (ms)."),
-    ] = 55.0,
+        float | None,
+        typer.Option(
+            "--ttft-overhead-ms", callback=in_range(0), help="TTFT fixed overhead (ms; default 55)."
+        ),
+    ] = None,
     ttft_ms_per_token: Annotated[
-        float,
+        float | None,
         typer.Option(
-            "--ttft-ms-per-token", callback=in_range(0), help="TTFT cost per uncached token (ms)."
+            "--ttft-ms-per-token",
+            callback=in_range(0),
+            help="TTFT cost per uncached token (ms; default 0.05).",
         ),
-    ] = 0.05,
+    ] = None,
     ttft_ms_per_pair: Annotated[
+        float | None,
+        typer.Option(
+            "--ttft-ms-per-pair",
+            callback=in_range(0),
+            help="TTFT cost per query-key pair (ms; default 1e-6).",
+        ),
+    ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            "--calibration", help="--simulate: the TTFT model fitted by --save-calibration."
+        ),
+    ] = None,
+    save_calibration: Annotated[
+        str | None,
+        typer.Option(
+            "--save-calibration",
+            help="--engine: write the TTFT model fitted on the cache-off run (JSON).",
+        ),
+    ] = None,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat", callback=in_range(1, 1000), help="--engine: runs; medians reported."
+        ),
+    ] = 1,
+    time_scale: Annotated[
         float,
         typer.Option(
-            "--ttft-ms-per-pair", callback=in_range(0), help="TTFT cost per query-key pair (ms)."
+            "--time-scale",
+            callback=in_range(minimum=0),
+            help="--engine timed: multiply the trace's gaps between arrivals.",
         ),
-    ] = 1e-6,
+    ] = 1.0,
+    max_output_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-output-tokens", callback=in_range(1), help="--engine: cap each output length."
+        ),
+    ] = None,
+    max_prompt_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-prompt-tokens",
+            callback=in_range(1),
+            help="--engine: keep each prompt's first N tokens.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", callback=in_range(1), help="Replay the first N requests only."),
+    ] = None,
     capacity_sweep: Annotated[
         bool, typer.Option("--capacity-sweep", help="Replay at several cache sizes.")
     ] = False,
@@ -101,7 +167,10 @@ def replay_command(
         ),
     ] = 8,
     plot: Annotated[
-        str | None, typer.Option("--plot", help="With --capacity-sweep: write a PNG chart.")
+        str | None,
+        typer.Option(
+            "--plot", help="PNG: the sweep's chart, or --engine's TTFT CDFs (cache on, off)."
+        ),
     ] = None,
     output: Annotated[
         str | None, typer.Option("--output", "-o", help="Write one JSON line per request here.")
@@ -120,7 +189,7 @@ def replay_command(
             help="Tokens per hash id (hash-id traces).",
         ),
     ] = None,
-    tokenizer: TokenizerOpt = DEFAULT_TOKENIZER,
+    tokenizer: TokenizerOpt = None,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
     hash_algo: HashAlgoOpt = DEFAULT_HASH_ALGO,
     cache_salt: CacheSaltOpt = None,
@@ -130,46 +199,92 @@ def replay_command(
     ] = None,
     format: FormatOpt = "text",
 ) -> None:
-    """Simulate a trace against a prefix cache: hit rates, evictions, TTFT and cost.
+    """Replay a trace against a prefix cache: simulated, or measured through the engine.
 
-    Example: pcache replay samples/traces/mooncake_tiny.jsonl --simulate --cache-blocks 8
+    Example: pcache replay samples/traces/mooncake_tiny.jsonl --cache-blocks 8
     """
     from pcache.cli import replay_view
     from pcache.cli.console import warning
     from pcache.errors import UsageError
     from pcache.files import check_writable
-    from pcache.simulation import ReplayArguments, run_replay
+    from pcache.replay.arguments import ReplayArguments
+    from pcache.replay.run import run_replay
+    from pcache.replay.ttft import TtftModel
 
     check_text_or_json(format)
-    if not simulate:
-        raise UsageError("pass --simulate to replay against the simulated cache")
+    chosen = [
+        name
+        for name, on in (("--simulate", simulate), ("--engine", engine is not None), ("--gpu", gpu))
+        if on
+    ]
+    if len(chosen) > 1:
+        raise UsageError(f"give one of --simulate, --engine and --gpu, not {' and '.join(chosen)}")
+    mode = "simulate" if not (engine or gpu) else "engine"
+    device = "gpu" if gpu else engine or "cpu"
+    if engine is not None and engine not in ("cpu", "gpu"):
+        raise UsageError(f"--engine must be cpu or gpu, got {engine!r}")
     if cache_blocks is not None and cache_gb is not None:
         raise UsageError("give --cache-blocks or --cache-gb, not both")
-    if plot is not None and not capacity_sweep:
-        raise UsageError("--plot needs --capacity-sweep")
-    for path in (output, plot):
+    if plot is not None and not capacity_sweep and mode == "simulate":
+        raise UsageError("--plot needs --capacity-sweep (or --engine)")
+    given_ttft = (ttft_overhead_ms, ttft_ms_per_token, ttft_ms_per_pair)
+    if calibration is not None and any(value is not None for value in given_ttft):
+        raise UsageError("give --calibration or the --ttft-* coefficients, not both")
+    if mode == "simulate":
+        for name, value in (
+            ("--save-calibration", save_calibration),
+            ("--repeat", repeat > 1),
+            ("--time-scale", time_scale != 1.0),
+            ("--max-output-tokens", max_output_tokens),
+            ("--max-prompt-tokens", max_prompt_tokens),
+        ):
+            if value:
+                raise UsageError(f"{name} applies to --engine and --gpu")
+    elif calibration is not None:
+        raise UsageError("--calibration applies to --simulate (--engine fits its own)")
+    if model is None and mode == "engine":
+        raise UsageError(
+            "--engine needs --model: a preset (tiny, qwen3-0.6b, llama3-8b, ...) or"
+            " a checkpoint directory"
+        )
+    for path in (output, plot, save_calibration):
         if path is not None:
             check_writable(path)
+    defaults = TtftModel()
     arguments = ReplayArguments(
         trace=trace,
+        mode=mode,
+        device=device,
         policy=policy,
         cache_blocks=cache_blocks,
         cache_gb=cache_gb,
-        model=model,
+        model=model or DEFAULT_MODEL,
         concurrency=concurrency,
         decode_rate=decode_rate,
-        ttft=(ttft_overhead_ms, ttft_ms_per_token, ttft_ms_per_pair),
+        ttft=TtftModel(
+            defaults.overhead_ms if ttft_overhead_ms is None else ttft_overhead_ms,
+            defaults.ms_per_token if ttft_ms_per_token is None else ttft_ms_per_token,
+            defaults.ms_per_pair if ttft_ms_per_pair is None else ttft_ms_per_pair,
+        ),
+        calibration=calibration,
+        save_calibration=save_calibration,
         capacity_sweep=capacity_sweep,
         sweep_points=sweep_points,
-        keep_requests=output is not None,
+        keep_requests=output is not None or (plot is not None and mode == "engine"),
         strict=strict,
         trace_format=trace_format,
         trace_block_size=trace_block_size,
-        tokenizer=tokenizer,
+        tokenizer=tokenizer or DEFAULT_TOKENIZER,
+        tokenizer_given=tokenizer is not None,
         block_size=block_size,
         hash_algo=hash_algo,
         cache_salt=cache_salt,
         date=date,
+        repeat=repeat,
+        time_scale=time_scale,
+        max_output_tokens=max_output_tokens,
+        max_prompt_tokens=max_prompt_tokens,
+        limit=limit,
     )
     bar = replay_view.progress_bar(progress, format)
     with bar as advance:
@@ -183,5 +298,8 @@ def replay_command(
     if output is not None:
         replay_view.write_per_request(output, result.reports[-1])
     if plot is not None:
-        replay_view.plot_sweep(plot, result.reports)
+        if mode == "engine":
+            replay_view.plot_ttft_cdfs(plot, result.reports[0])
+        else:
+            replay_view.plot_sweep(plot, result.reports)
     replay_view.render(result, format)

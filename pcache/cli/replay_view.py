@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 
 import orjson
 
-from pcache.cache.simulate import ReplayReport
 from pcache.errors import InputError
-from pcache.simulation import ReplayResult
+from pcache.replay.report import ReplayReport
+from pcache.replay.run import ReplayResult
 
 
 @contextlib.contextmanager
@@ -37,14 +37,12 @@ def progress_bar(enabled: bool | None, format: str) -> Iterator[Callable[[int], 
 
 def write_per_request(path: str, report: ReplayReport) -> None:
     """One JSON line per request, written atomically."""
-    from dataclasses import asdict
-
     from pcache.files import write_atomically
 
     write_atomically(
         path,
         (
-            orjson.dumps(asdict(outcome), option=orjson.OPT_SORT_KEYS) + b"\n"
+            orjson.dumps(outcome.to_dict(), option=orjson.OPT_SORT_KEYS) + b"\n"
             for outcome in report.per_request
         ),
     )
@@ -70,6 +68,38 @@ def plot_sweep(path: str, reports: list[ReplayReport]) -> None:
     right.set_ylabel("prefill tokens saved", color="tab:orange")
     left.set_title(f"{reports[0].source}: {reports[0].policy}, {reports[0].concurrency}")
     figure.tight_layout()
+    _save(figure, path)
+
+
+def plot_ttft_cdfs(path: str, report: ReplayReport) -> None:
+    """Measured TTFT CDFs, cache on and cache off, of an engine replay (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for label, values, color in (
+        ("cache on", [r.ttft_ms for r in report.per_request], "tab:blue"),
+        ("cache off", [r.ttft_uncached_ms for r in report.per_request], "tab:orange"),
+    ):
+        ordered = sorted(values)
+        fractions = [(rank + 1) / len(ordered) for rank in range(len(ordered))]
+        axes.step(ordered, fractions, where="post", label=label, color=color)
+    axes.set_xlabel("TTFT (ms)")
+    axes.set_ylabel("fraction of requests")
+    axes.set_ylim(0, 1)
+    axes.legend()
+    measurement = report.measurement
+    title = report.source if measurement is None else f"{report.source}: {measurement.model}"
+    axes.set_title(f"{title}, {report.concurrency}")
+    figure.tight_layout()
+    _save(figure, path)
+
+
+def _save(figure, path: str) -> None:
+    import matplotlib.pyplot as plt
+
     try:
         figure.savefig(path, dpi=110)
     except OSError as failure:

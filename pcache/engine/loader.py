@@ -8,8 +8,8 @@ import torch
 
 from pcache.engine.model_config import ModelConfig, model_config_from_dict
 from pcache.engine.models.decoder import PACKED_MODULES, CausalLM
-from pcache.engine.presets import PRESETS, preset_config
 from pcache.errors import EngineError
+from pcache.models import PRESETS, canonical_name, preset_config
 
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # with tied embeddings the output projection is the embedding, whatever a checkpoint holds
@@ -17,7 +17,7 @@ IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 def resolve_model_config(model: str) -> tuple[ModelConfig, Path | None]:
     """A preset name gives its shape and no directory; a directory gives its config.json."""
-    if model in PRESETS:
+    if canonical_name(model) is not None:
         return model_config_from_dict(preset_config(model), f"preset {model}"), None
     directory = Path(model)
     if not directory.is_dir():

@@ -16,24 +16,24 @@ vLLM's `PrefixCacheStats`); a request hits when at least one block came from the
 from __future__ import annotations
 
 import heapq
-import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import cdiv
-from pcache.cache.policies import (
+from pcache.cache.profiles import load_profile
+from pcache.errors import UsageError
+from pcache.gc_pause import paused_gc
+from pcache.replay.policies import (
     Admission,
     CapacityTooSmall,
     ProviderPolicy,
     RadixPolicy,
     VllmPolicy,
 )
-from pcache.cache.profiles import load_profile
-from pcache.cache.ttft import TtftModel
-from pcache.errors import UsageError
-from pcache.gc_pause import paused_gc
+from pcache.replay.report import Bill, ReplayReport, RequestOutcome, distribution
+from pcache.replay.ttft import TtftModel
 from pcache.traces.record import Trace, TraceRecord
 
 ENGINE_POLICIES = ("vllm", "radix")
@@ -71,76 +71,6 @@ class SimulationOptions:
             )
         if not self.decode_tokens_per_s > 0:  # also refuses NaN
             raise UsageError("--decode-rate must be positive")
-
-
-@dataclass(slots=True)
-class RequestOutcome:
-    """One request's result (a line of `--output per_request.jsonl`)."""
-
-    index: int
-    line: int | None
-    timestamp_ms: float
-    prompt_tokens: int
-    cached_tokens: int
-    ttft_ms: float
-    ttft_uncached_ms: float
-    start_ms: float
-    observed_cached_tokens: int | None = None
-
-
-@dataclass(slots=True)
-class Bill:
-    """Input cost with and without prompt caching (provider profiles)."""
-
-    price_per_mtok: float
-    cached_read_multiplier: float
-    cache_write_multiplier: float
-    cost_without_cache: float
-    cost_with_cache: float
-    saved_fraction: float
-
-
-@dataclass(slots=True)
-class ReplayReport:
-    """What a simulated replay measured."""
-
-    source: str
-    trace_format: str
-    policy: str
-    concurrency: str
-    block_size: int
-    capacity_blocks: int | None
-    requests: int
-    query_tokens: int
-    hit_tokens: int
-    token_hit_rate: float
-    request_hit_rate: float
-    hit_requests: int
-    evicted_blocks: int
-    peak_used_blocks: int
-    kv_bytes_per_token: int
-    kv_bytes_saved: int
-    """Physical KV memory saved by sharing: at the busiest moment, the blocks in the block
-    tables of the running requests minus the distinct blocks they reference (0 in serial
-    replays, where one request runs at a time; vllm policy only)."""
-    peak_shared_blocks: int
-    prefill_kv_bytes_reused: int
-    """KV bytes read from the cache instead of recomputed, over the whole replay."""
-    prefill_tokens_saved: int
-    skipped_lines: int
-    reordered: bool
-    ttft_ms: dict[str, float]
-    ttft_uncached_ms: dict[str, float]
-    bill: Bill | None = None
-    observed_cached_tokens: int | None = None
-    per_request: list[RequestOutcome] = field(default_factory=list, repr=False)
-
-    def to_dict(self) -> dict:
-        from dataclasses import asdict
-
-        data = asdict(self)
-        data.pop("per_request")
-        return data
 
 
 def _make_policy(trace: Trace, options: SimulationOptions):
@@ -376,24 +306,6 @@ def _simulate_serial(
     )
 
 
-def _distribution(counts: Mapping[float, int]) -> dict[str, float]:
-    """Mean and nearest-rank percentiles of values given as value -> number of requests."""
-    ordered = sorted(counts.items())
-    total = sum(counts.values())
-    mean = math.fsum(value * count for value, count in ordered) / total if total else 0.0
-    summary = {"mean": round(mean, 3)}
-    for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
-        rank = min(max(int(-(-fraction * total // 1)), 1), total)  # as ttft.percentile
-        chosen, seen = 0.0, 0
-        for value, count in ordered:
-            seen += count
-            if seen >= rank:
-                chosen = value
-                break
-        summary[name] = round(chosen, 3)
-    return summary
-
-
 def _report(
     trace,
     options,
@@ -449,10 +361,11 @@ def _report(
         prefill_tokens_saved=hit_tokens,
         skipped_lines=trace.num_skipped,
         reordered=trace.reordered,
-        ttft_ms=_distribution(ttfts),
-        ttft_uncached_ms=_distribution(ttfts_cold),
+        ttft_ms=distribution(ttfts),
+        ttft_uncached_ms=distribution(ttfts_cold),
         bill=bill,
         observed_cached_tokens=observed,
+        ttft_model=options.ttft,
         per_request=outcomes,
     )
 

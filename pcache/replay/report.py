@@ -1,0 +1,184 @@
+"""`ReplayReport`: what a replay found, whichever driver produced it.
+
+Every driver (the simulator, the engine, a live endpoint) fills the same fields: the cache's
+statistics over the trace (hit rates, evictions, peak blocks, prefill tokens saved) and the
+TTFT distributions with and without caching. A simulated replay predicts the TTFTs from the
+`TtftModel`; a measuring driver adds a `Measurement` (the runs it timed, the speedup, and how
+far the simulator's prediction for the same trace and capacity is from what it measured).
+`to_dict` is the `--format json` document; `RequestOutcome.to_dict` is one `--output` line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pcache.replay.ttft import TtftModel
+
+MODES = ("simulate", "engine", "endpoint")
+
+
+@dataclass(slots=True)
+class RequestOutcome:
+    """One request's result (a line of `--output per_request.jsonl`)."""
+
+    index: int
+    line: int | None
+    timestamp_ms: float
+    prompt_tokens: int
+    cached_tokens: int
+    ttft_ms: float
+    ttft_uncached_ms: float
+    start_ms: float
+    observed_cached_tokens: int | None = None
+    predicted_cached_tokens: int | None = None
+    """Measuring drivers: the simulator's cached tokens for this request (same trace, pool)."""
+    output_token_ids: list[int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"request": self.index, **asdict(self)}
+        if self.predicted_cached_tokens is None:  # a simulated replay: nothing measured
+            del data["predicted_cached_tokens"], data["output_token_ids"]
+        return data
+
+
+@dataclass(slots=True)
+class Bill:
+    """Input cost with and without prompt caching (provider profiles)."""
+
+    price_per_mtok: float
+    cached_read_multiplier: float
+    cache_write_multiplier: float
+    cost_without_cache: float
+    cost_with_cache: float
+    saved_fraction: float
+
+
+@dataclass(slots=True)
+class RunStats:
+    """One measured run of the whole trace (cache on or off); medians over `--repeat`."""
+
+    ttft_ms: dict[str, float]
+    prefill_tokens_computed: int
+    cached_tokens: int
+    wall_s: float
+    prompt_tokens_per_s: float
+    generated_tokens_per_s: float
+    generated_tokens: int
+    peak_used_blocks: int
+    ttft_ms_runs: list[float] = field(default_factory=list)
+    """The TTFT p50 of each repetition (the spread behind the median)."""
+
+
+@dataclass(slots=True)
+class Cut:
+    """What `--limit`, `--max-prompt-tokens` and `--max-output-tokens` removed."""
+
+    requests_dropped: int = 0
+    prompt_tokens_dropped: int = 0
+    prompts_truncated: int = 0
+    output_tokens_dropped: int = 0
+    outputs_capped: int = 0
+
+
+@dataclass(slots=True)
+class Measurement:
+    """What a measuring driver timed, beside the simulator's prediction for the same trace."""
+
+    driver: str
+    machine: str
+    model: str
+    dtype: str
+    backend: str
+    device: str
+    settings: dict[str, Any]
+    run_order: str
+    repeat: int
+    warmup: str
+    cache_on: RunStats
+    cache_off: RunStats | None
+    speedup_p50: float | None
+    speedup_mean: float | None
+    outputs_equal: bool | None
+    cached_tokens_match: bool
+    mismatched_requests: list[int]
+    predicted_ttft_ms: dict[str, float]
+    predicted_speedup_p50: float | None
+    prediction_error_p50: float | None
+    """The calibrated prediction of the cache-on TTFT p50 relative to the measured one."""
+    calibration: dict[str, Any] | None
+    cut: Cut
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    """What a replay found: the cache over the trace, TTFT with and without caching."""
+
+    source: str
+    trace_format: str
+    policy: str
+    concurrency: str
+    block_size: int
+    capacity_blocks: int | None
+    requests: int
+    query_tokens: int
+    hit_tokens: int
+    token_hit_rate: float
+    request_hit_rate: float
+    hit_requests: int
+    evicted_blocks: int
+    peak_used_blocks: int
+    kv_bytes_per_token: int
+    kv_bytes_saved: int
+    """Physical KV memory saved by sharing: at the busiest moment, the blocks in the block
+    tables of the running requests minus the distinct blocks they reference (0 in serial
+    replays, where one request runs at a time; vllm policy only)."""
+    peak_shared_blocks: int
+    prefill_kv_bytes_reused: int
+    """KV bytes read from the cache instead of recomputed, over the whole replay."""
+    prefill_tokens_saved: int
+    skipped_lines: int
+    reordered: bool
+    ttft_ms: dict[str, float]
+    ttft_uncached_ms: dict[str, float]
+    bill: Bill | None = None
+    observed_cached_tokens: int | None = None
+    mode: str = "simulate"
+    ttft_model: TtftModel | None = None
+    """The TTFT model behind predicted figures (defaults, flags or a calibration file)."""
+    measurement: Measurement | None = None
+    per_request: list[RequestOutcome] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("per_request")
+        measurement = data.pop("measurement")
+        if measurement is not None:  # its fields sit at the top level of the JSON
+            data.update(measurement)
+        return data
+
+
+def distribution(counts: Mapping[float, int]) -> dict[str, float]:
+    """Mean and nearest-rank percentiles of values given as value -> number of requests."""
+    ordered = sorted(counts.items())
+    total = sum(counts.values())
+    mean = math.fsum(value * count for value, count in ordered) / total if total else 0.0
+    summary = {"mean": round(mean, 3)}
+    for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        rank = min(max(int(-(-fraction * total // 1)), 1), total)  # as ttft.percentile
+        chosen, seen = 0.0, 0
+        for value, count in ordered:
+            seen += count
+            if seen >= rank:
+                chosen = value
+                break
+        summary[name] = round(chosen, 3)
+    return summary
+
+
+def distribution_of(values: Iterable[float]) -> dict[str, float]:
+    from collections import Counter
+
+    return distribution(Counter(values))
