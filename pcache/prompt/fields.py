@@ -118,13 +118,16 @@ class Where:
                 raise self.expect(token, f"{path}[{index}]", "a non-negative integer")
         return values
 
-    def check_nesting(self, value: Any) -> None:
+    def check_nesting(self, value: Any, path: str = "") -> None:
         """Refuse values nested deeper than MAX_NESTING (checked without recursion)."""
         stack: list[tuple[Any, int]] = [(value, 0)]
         while stack:
             current, depth = stack.pop()
             if depth > MAX_NESTING:
-                raise self.error(_deepest_path(value), f"nests more than {MAX_NESTING} levels")
+                deepest = _deepest_path(value)
+                if path:
+                    deepest = path + deepest if deepest.startswith("[") else f"{path}.{deepest}"
+                raise self.error(deepest, f"nests more than {MAX_NESTING} levels")
             children = current.values() if isinstance(current, dict) else current
             stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 

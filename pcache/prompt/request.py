@@ -298,6 +298,8 @@ def _openai_tool_call(call: dict[str, Any], path: str, where: Where) -> dict[str
                 arguments, f"{path}.function.arguments", "a JSON string or an object"
             )
         function["arguments"] = parse_arguments(arguments)
+        if isinstance(arguments, str):  # the parsed JSON string nests too
+            where.check_nesting(function["arguments"], f"{path}.function.arguments")
     return {**call, "function": function}
 
 
