@@ -23,6 +23,7 @@ from typing import Any
 
 from pcache.errors import InputError, UsageError
 from pcache.gc_pause import paused_gc
+from pcache.prompt.fields import json_kind
 from pcache.prompt.loading import display_name, iter_values
 from pcache.traces.record import Trace, TraceRecord
 
@@ -62,7 +63,7 @@ def _hash_record(
     value: Any, index: int, line: int | None, bailian: bool, sessions: dict
 ) -> TraceRecord:
     if type(value) is not dict:
-        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        raise ValueError(f"expected a JSON object, got {json_kind(value)}")
     hash_ids = _compact_ids(value.get("hash_ids"))
     input_length = value.get("input_length")
     if type(input_length) is not int or input_length < 0:
@@ -77,6 +78,8 @@ def _hash_record(
     if session is None:
         session = value.get("chat_id")
     if session is not None:
+        if type(session) is not str and type(session) is not int:
+            raise ValueError("`session_id` (or `chat_id`) must be a string or an integer")
         session = str(session)
         session = sessions.setdefault(session, session)  # one string per session
     return TraceRecord(
