@@ -111,6 +111,10 @@ class Where:
             raise self.expect(values, path, "a list of token ids")
         for index, token in enumerate(values):
             if type(token) is not int or not 0 <= token <= MAX_TOKEN_ID:
+                if type(token) is float and token.is_integer() and token >= 2**63:
+                    raise self.error(
+                        f"{path}[{index}]", "is beyond 64 bits (token ids are 0 to 2**32-1)"
+                    )
                 if type(token) is int:
                     raise self.error(
                         f"{path}[{index}]", f"is {token}, outside 0 to 2**32-1 (token ids)"

@@ -49,10 +49,21 @@ def _int_field(value: dict, key: str, required: bool = True) -> int:
     return number
 
 
+def _bad_ids_message(hash_ids: Any) -> str:
+    """What is wrong with `hash_ids`: JSON integers past 64 bits arrive as floats."""
+    if type(hash_ids) is list:
+        for index, value in enumerate(hash_ids):
+            if type(value) is float and value.is_integer() and abs(value) >= 2**63:
+                return f"`hash_ids[{index}]` is beyond 64 bits (hash ids are 64-bit integers)"
+            if type(value) is not int:
+                return f"`hash_ids[{index}]` must be an integer, got {json_kind(value)}"
+    return f"`hash_ids` must be a list of integers, got {json_kind(hash_ids)}"
+
+
 def _compact_ids(hash_ids: list) -> Sequence[int]:
     """The ids as an `array('q')` (8 bytes each, no int objects), or the list if one overflows."""
     if type(hash_ids) is not list or (hash_ids and set(map(type, hash_ids)) != _INT_ONLY):
-        raise ValueError("`hash_ids` must be a list of integers")  # bools and floats are not ids
+        raise ValueError(_bad_ids_message(hash_ids))
     try:
         return array("q", hash_ids)
     except OverflowError:

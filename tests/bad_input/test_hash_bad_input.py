@@ -28,6 +28,7 @@ CASES = [
     ({"messages": [{"role": "user", "content": {"a": 1}}]}, "got an object"),
     ({"messages": [USER], "tools": [{"function": "f"}]}, "`tools[0].function` must be"),
     ({"token_ids": [1, 2**40]}, "`token_ids[1]` is 1099511627776, outside 0 to 2**32-1"),
+    ({"token_ids": [2**70]}, "`token_ids[0]` is beyond 64 bits"),
     ({"token_ids": [1] * 20 + [-1]}, "`token_ids[20]` is -1, outside 0 to 2**32-1"),
     ({"token_ids": [1, 1.5]}, "`token_ids[1]` must be a non-negative integer, got a number"),
     ({"messages": [USER], "timestamp": "yesterday"}, "`timestamp` must be milliseconds"),

@@ -37,6 +37,13 @@ def test_every_kind_of_bad_request_line_is_skipped_and_counted(cli, tmp_path):
         assert_one_line_error(cli("replay", trace, "--simulate", "--strict"), f"{trace}:2:")
 
 
+def test_hash_ids_beyond_64_bits_are_named_as_such(cli, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(json.dumps({**GOOD_HASH_LINE, "hash_ids": [1, 2**70]}) + "\n")
+    result = cli("replay", trace, "--simulate", "--strict")
+    assert_one_line_error(result, f"{trace}:1:", "`hash_ids[1]` is beyond 64 bits")
+
+
 def test_a_trace_of_nothing_valid_says_why(cli):
     result = cli("replay", TRACE, "--simulate", "--trace-format", "requests")
     assert_one_line_error(result, str(TRACE), "read as requests records", "unknown request shape")
