@@ -83,7 +83,9 @@ def tool_names(request: Request) -> list[str]:
 
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function", "ipython")
-"""Roles of OpenAI-shaped messages (Anthropic messages are user or assistant)."""
+"""Roles of OpenAI-shaped messages."""
+ANTHROPIC_ROLES = ("user", "assistant", "system")
+"""Roles of Anthropic messages (`system` is also accepted inline, as some clients send it)."""
 _TEXT_KEYS = ("name", "tool_call_id")
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
@@ -346,9 +348,6 @@ def _load_anthropic(request: Request, body: dict[str, Any], where: Where) -> Non
         request.origins[f"tools[{len(request.tools)}].function.parameters"] = f"{path}.input_schema"
         request.origins[f"tools[{len(request.tools)}].function"] = path
         request.tools.append({"type": "function", "function": function})
-
-
-ANTHROPIC_ROLES = ("user", "assistant", "system")
 
 
 def _append_anthropic_message(
