@@ -1,3 +1,27 @@
-"""pcache: find out why a prompt cache misses, and what fixing it buys."""
+"""pcache: find out why a prompt cache misses, and what fixing it buys.
+
+The library API is `pcache.diff`, `pcache.hash`, `pcache.lint` and `pcache.replay` (defined in
+`pcache.api`, and what the command line runs). Importing pcache loads nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pcache.api import diff, hash, lint, replay
 
 __version__ = "0.1.0"
+__all__ = ["__version__", "diff", "hash", "lint", "replay"]
+
+_MODULES = {"diff": "pcache.diff", "replay": "pcache.replay"}
+"""API names that are also modules: the module, made callable, is the function."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
+    if name in __all__:
+        return getattr(importlib.import_module("pcache.api"), name)
+    raise AttributeError(f"module 'pcache' has no attribute {name!r}")

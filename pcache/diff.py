@@ -1,6 +1,7 @@
 """Where two requests stop sharing a cached prefix, how much each cache reuses, and why.
 
-Pure functions on two hashed prompts; `pcache.cli.diff` renders the result.
+Pure functions on two hashed prompts (`compare` loads and hashes them first); `pcache.cli.diff`
+renders the result.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import Any
 
 import orjson
 
+from pcache.api import callable_module
 from pcache.cache.profiles import PROFILE_NAMES, load_profile, reusable_tokens
 from pcache.jsonpath import get_path, head
 from pcache.patterns import CLOCK, DATE, EPOCH, RANDOM_ID, TOOL_CALL_ID, matches_at
-from pcache.pipeline import HashedPrompt
+from pcache.pipeline import HashedPrompt, Settings, hash_request
 from pcache.prefix import common_prefix_length
 from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_TOKEN_IDS, Request, tool_names
@@ -114,6 +116,24 @@ class DiffResult:
         from dataclasses import asdict
 
         return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass(slots=True)
+class Comparison:
+    """A diff and the two hashed prompts it compared (the text view quotes their text)."""
+
+    result: DiffResult
+    a: HashedPrompt
+    b: HashedPrompt
+
+
+def compare(a: Any, b: Any, settings: Settings) -> Comparison:
+    """Load, render and hash two requests (paths, bodies, SDK objects), then diff them."""
+    from pcache.prompt.inputs import one_request
+
+    hashed_a = hash_request(one_request(a, "A"), settings)
+    hashed_b = hash_request(one_request(b, "B"), settings)
+    return Comparison(diff(hashed_a, hashed_b), hashed_a, hashed_b)
 
 
 def diff(a: HashedPrompt, b: HashedPrompt) -> DiffResult:
@@ -422,3 +442,6 @@ def _structural_difference(a: Request, b: Request) -> tuple[str, str] | None:
     if roles_a[: len(roles_b)] != roles_b[: len(roles_a)]:
         return "history_edit", "the message roles differ"
     return None
+
+
+callable_module(__name__, "diff")  # `pcache.diff(a, b)` is `pcache.api.diff`

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from pcache.cache.hashing import (
     DEFAULT_BLOCK_SIZE,
@@ -12,7 +13,6 @@ from pcache.cache.hashing import (
     HashSettings,
     block_hashes,
 )
-from pcache.errors import InputError
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, render, resolve_renderer
 from pcache.prompt.rendered import RenderedPrompt
@@ -89,11 +89,17 @@ def iter_requests(path: str | os.PathLike[str]) -> Iterator[Request]:
 
 def load_request(path: str | os.PathLike[str]) -> Request:
     """The single request in a file (a JSONL file must hold exactly one line here)."""
-    requests = iter_requests(path)
-    first = next(requests)
-    if next(requests, None) is not None:
-        raise InputError(first.source, "holds several requests; pass a file with one request")
-    return first
+    from pcache.prompt.inputs import one_request
+
+    return one_request(path)
+
+
+def hash_reports(items: Any, settings: Settings) -> Iterator[BlockHashReport]:
+    """The block hashes of every request in `items` (paths, bodies, SDK objects), streamed."""
+    from pcache.prompt.inputs import iter_requests as requests_in
+
+    for request in requests_in(items):
+        yield BlockHashReport.of(hash_request(request, settings))
 
 
 def validate_date(date: str) -> str:

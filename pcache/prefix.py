@@ -19,3 +19,16 @@ def common_prefix_length(a: Sequence, b: Sequence, start: int = 0) -> int:
     while index < limit and a[index] == b[index]:
         index += 1
     return index
+
+
+def common_run_length(a: Sequence, at_a: int, b: Sequence, at_b: int) -> int:
+    """How long `a[at_a:]` and `b[at_b:]` agree from their start (slices compared by chunks)."""
+    limit = min(len(a) - at_a, len(b) - at_b)
+    shared = 0
+    while shared + _STEP <= limit and (
+        a[at_a + shared : at_a + shared + _STEP] == b[at_b + shared : at_b + shared + _STEP]
+    ):
+        shared += _STEP
+    while shared < limit and a[at_a + shared] == b[at_b + shared]:
+        shared += 1
+    return shared

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from pcache.models import DEFAULT_MODEL
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.cli import options
+from pcache.models import DEFAULT_MODEL
 from pcache.prompt.render import DEFAULT_TOKENIZER
 from pcache.prompt.tokenizer import DEFAULT_DATE
 from tests.conftest import ROOT

@@ -1,11 +1,11 @@
-"""`common_prefix_length` against the obvious loop, on lists, tuples and strings."""
+"""`common_prefix_length` and `common_run_length` against the obvious loop."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pcache.prefix import common_prefix_length
+from pcache.prefix import common_prefix_length, common_run_length
 
 
 def naive(a, b) -> int:
@@ -31,3 +31,11 @@ def test_equals_the_naive_loop(prefix, tail_a, tail_b, start):
     assert common_prefix_length(text_a, text_b) == naive(text_a, text_b)
     known = min(start, expected)  # the caller vouches for the first `known` items
     assert common_prefix_length(a, b, known) == expected
+
+
+@given(tails, shared, tails, tails, st.integers(0, 5))
+def test_a_run_at_two_offsets_equals_the_naive_loop(lead, run, tail_a, tail_b, offset):
+    a = lead + run + tail_a
+    b = lead[:offset] + run + tail_b
+    at_a, at_b = len(lead), min(offset, len(lead))
+    assert common_run_length(a, at_a, b, at_b) == naive(a[at_a:], b[at_b:])

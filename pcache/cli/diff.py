@@ -43,21 +43,20 @@ def diff_command(
     Example: pcache diff samples/a.json samples/b.json
     """
     from pcache.cli.console import stdout, write_json
-    from pcache.diff import diff
+    from pcache.diff import compare
     from pcache.errors import UsageError
-    from pcache.pipeline import Settings, hash_request, load_request
+    from pcache.pipeline import Settings
 
     check_text_or_json(format)
     if a == "-" and b == "-":
         raise UsageError("only one of A and B can be read from stdin")
     settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)
-    hashed_a = hash_request(load_request(a), settings)
-    hashed_b = hash_request(load_request(b), settings)
-    result = diff(hashed_a, hashed_b)
+    comparison = compare(a, b, settings)
+    result = comparison.result
     if format == "json":
         write_json(result.to_json())
     else:
-        stdout.print(render_report(result, hashed_a, hashed_b))
+        stdout.print(render_report(result, comparison.a, comparison.b))
     raise typer.Exit(0 if result.identical else 1)
 
 

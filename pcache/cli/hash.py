@@ -40,12 +40,11 @@ def hash_command(
     from rich.markup import escape
 
     from pcache.cli.console import stdout, write_json
-    from pcache.pipeline import BlockHashReport, Settings, hash_request, iter_requests
+    from pcache.pipeline import Settings, hash_reports
 
     check_text_or_json(format)
     settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)
-    for request in iter_requests(file):
-        report = BlockHashReport.of(hash_request(request, settings))
+    for report in hash_reports(file, settings):
         if format == "json":
             write_json(orjson.dumps(asdict(report), option=orjson.OPT_SORT_KEYS))
             continue

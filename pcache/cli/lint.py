@@ -9,7 +9,6 @@ import typer
 from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
-    DEFAULT_TOKENIZER,
     BlockSizeOpt,
     DateOpt,
 )
@@ -67,20 +66,21 @@ def lint_command(
     config: Annotated[
         str | None, typer.Option("--config", help="pyproject.toml to read [tool.pcache.lint] from.")
     ] = None,
+    diff: Annotated[
+        str | None,
+        typer.Option(
+            "--diff", metavar="BASE", help="Only findings the files did not have at git BASE."
+        ),
+    ] = None,
 ) -> None:
     """Find what makes the prompt cache miss, where, and what it costs.
 
     Example: pcache lint samples/prompts/ --profile openai
     """
-    from pathlib import Path
-
+    from pcache.api import lint
     from pcache.cli import lint_output
     from pcache.errors import UsageError
-    from pcache.pipeline import validate_date
     from pcache.rules import RULES, documentation
-    from pcache.rules.config import find_config, load_config
-    from pcache.rules.runner import LintOptions, lint_paths
-    from pcache.rules.selection import SelectionInput, resolve
 
     if format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
@@ -93,28 +93,23 @@ def lint_command(
             raise UsageError(f"--explain: unknown rule {explain!r}")
         lint_output.print_explanation(RULES[code], documentation(code), format)
         return
-    config_path = Path(config) if config else find_config(Path.cwd())
-    settings = load_config(config_path)
-    selection = resolve(
-        settings.selection,
-        SelectionInput(select, extend_select or [], ignore or []),
-        RULES,
-        source=f"{config_path}" if config_path else "config",
-    )
-    options = LintOptions(
-        tokenizer=tokenizer or settings.tokenizer or DEFAULT_TOKENIZER,
-        profile=profile or settings.profile or "vllm",
-        block_size=block_size,
-        date=validate_date(date),
-        selection=selection,
-        fix=fix,
-    )
-    if options.profile not in ("vllm", "sglang", "openai", "anthropic"):
-        raise UsageError(
-            f"--profile must be vllm, sglang, openai or anthropic, got {options.profile!r}"
-        )
+    if not paths:
+        raise UsageError("no input: pass files, directories, or - for stdin")
     with lint_output.progress(enabled=format not in ("json", "sarif")) as advance:
-        report = lint_paths(paths or [], options, settings, advance)
+        report = lint(
+            paths,
+            select=select,
+            extend_select=extend_select,
+            ignore=ignore,
+            profile=profile,
+            tokenizer=tokenizer,
+            block_size=block_size,
+            date=date,
+            config=config,
+            fix=fix,
+            since=diff,
+            progress=advance,
+        )
     lint_output.print_report(report, format)
-    if report.diagnostics and not exit_zero:
+    if report.failing and not exit_zero:
         raise typer.Exit(1)

@@ -49,11 +49,17 @@ def print_rules(format: str) -> None:
         return
     for rule in rules:
         fix = " [fix]" if rule.fix_availability != "none" else ""
+        default = "default" if rule.default else "opt-in"
         stdout.print(
-            f"{rule.code}  {rule.name:<32} {rule.severity:<8} {rule.summary}{fix}",
+            f"{rule.code}  {rule.name:<32} {rule.severity:<8} {default:<8} {rule.summary}{fix}",
             markup=False,
             soft_wrap=True,
         )
+    stdout.print(
+        "\ndefault: on without --select; opt-in: --extend-select CODE or --select ALL"
+        " (which also reports single-request hints).",
+        markup=False,
+    )
 
 
 def _rule_dict(rule) -> dict[str, object]:
@@ -63,6 +69,7 @@ def _rule_dict(rule) -> dict[str, object]:
         "severity": rule.severity,
         "summary": rule.summary,
         "fix_availability": rule.fix_availability,
+        "default": rule.default,
     }
 
 
@@ -71,8 +78,11 @@ def print_explanation(rule, text: str, format: str) -> None:
         _json({**_rule_dict(rule), "explanation": text})
         return
     stdout.print(f"# {rule.name} ({rule.code})\n", markup=False)
+    default = "yes" if rule.default else f"no (opt-in: --extend-select {rule.code})"
     stdout.print(
-        f"Default severity: {rule.severity}. Fix: {rule.fix_availability}.\n", markup=False
+        f"Default severity: {rule.severity}. Fix: {rule.fix_availability}."
+        f" On by default: {default}.\n",
+        markup=False,
     )
     stdout.print(text, markup=False)
 
@@ -159,11 +169,22 @@ def _footer(report, brief: bool) -> None:
                 f" {total_row.tokens_reprefilled:>12,} tokens",
                 markup=False,
             )
+    unattributed = summary.unattributed
     stdout.print(
-        f"\nCacheable tokens ({summary.profile}, {summary.tokenizer}): "
+        f"\nRe-prefilled: {summary.reprefilled_tokens:,} of {summary.prompt_tokens:,} tokens;"
+        f" {summary.unattributed_tokens:,} explained by no finding"
+        f" ({unattributed['session_start']:,} in the first requests of sessions,"
+        f" {unattributed['continuation']:,} in later ones: new turns, partial blocks).",
+        markup=False,
+    )
+    changed = summary.requests_changed_if_fixed
+    stdout.print(
+        f"Cacheable tokens ({summary.profile}, {summary.tokenizer}): "
         f"{summary.cacheable_ratio:.1%} as is ({summary.reusable_tokens:,} of"
-        f" {summary.prompt_tokens:,}); at most {summary.cacheable_ratio_if_fixed:.1%} if every"
-        " finding were fixed (upper bound).",
+        f" {summary.prompt_tokens:,}); {summary.cacheable_ratio_if_fixed:.1%} if fixed"
+        f" ({summary.reusable_tokens_if_fixed:,} of {summary.prompt_tokens_if_fixed:,}: the log"
+        f" replayed with the change each finding names undone in"
+        f" {_count(changed, 'request')}).",
         markup=False,
     )
 

@@ -203,12 +203,12 @@ def replay_command(
 
     Example: pcache replay samples/traces/mooncake_tiny.jsonl --cache-blocks 8
     """
+    from pcache import replay
     from pcache.cli import replay_view
     from pcache.cli.console import warning
     from pcache.errors import UsageError
     from pcache.files import check_writable
     from pcache.replay.arguments import ReplayArguments
-    from pcache.replay.run import run_replay
     from pcache.replay.ttft import TtftModel
 
     check_text_or_json(format)
@@ -288,7 +288,7 @@ def replay_command(
     )
     bar = replay_view.progress_bar(progress, format)
     with bar as advance:
-        result = run_replay(arguments, progress=advance)
+        result = replay(arguments, progress=advance)
     for message in result.skipped[:5]:
         warning(f"skipped {message}")
     if len(result.skipped) > 5:

@@ -6,17 +6,23 @@ from dataclasses import dataclass, field
 
 SEVERITIES = ("error", "warning", "info")
 FIX_AVAILABILITY = ("none", "sometimes", "always")
+CLAIMS = ("divergence", "rounding", "none")
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A rule's identity: code, kebab-case name, default severity, one-line summary."""
+    """A rule's identity: code, kebab-case name, default severity, one-line summary.
+
+    `default`: on without `--select` (rules that report an observed break, and warnings whose
+    precision is high); the others are opt-in (`--extend-select CODE`, `--select ALL`).
+    """
 
     code: str
     name: str
     severity: str
     summary: str
     fix_availability: str = "none"
+    default: bool = True
 
     def __post_init__(self) -> None:
         assert self.severity in SEVERITIES, self.severity
@@ -32,6 +38,15 @@ class Violation:
     finds the token of character `offset` of the text rendered from `json_path`. `severity`
     overrides the rule's default (single-request suspicions are lower than cross-request
     evidence).
+
+    What a finding may be charged (`pcache.rules.cost`): `claims="divergence"` (the default)
+    the tokens that undoing its change saves, when the request's cached prefix ends in the text
+    it names; `"rounding"` the shared tokens the cache's granularity could not reuse there
+    (a prefix that ends inside a block); `"none"` nothing (a fact about one request).
+    A `hint` is a single-request suspicion without an observed change: reported only when its
+    rule is selected explicitly, and never charged. Findings of one `group` are reported once,
+    where the first was found, with the highest severity seen and the costs of all.
+    `at_template`: the finding is about the chat template, not a place in a request.
     """
 
     message: str
@@ -41,8 +56,13 @@ class Violation:
     severity: str | None = None
     fix_title: str | None = None
     fixable: bool = False
-    tokens_reprefilled: int | None = None
-    """Set by checks whose cost is not "everything after the position" (e.g. PC510)."""
+    claims: str = "divergence"
+    hint: bool = False
+    group: object = None
+    at_template: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.claims in CLAIMS, self.claims
 
 
 @dataclass(slots=True)

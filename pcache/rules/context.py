@@ -52,6 +52,8 @@ class RequestContext:
         self._history_keys: list[tuple] | None = None
         self._slots: list[tuple[tuple, str, str]] | None = None
         self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
+        self.fixed_token_ids: list[int] | None = None
+        """This request with the changes its findings name undone (None: nothing undone)."""
 
     @property
     def is_chat(self) -> bool:
@@ -236,6 +238,9 @@ class LintContext:
     previous: RequestContext | None
     app: AppState
     is_session_head: bool
+    cached_prefix: int = 0
+    """Tokens of the current request shared with the longest cached prefix of an earlier
+    request (`pcache.cache.reuse`: what an unlimited serial replay finds)."""
     memo: dict[str, Any] = field(default_factory=dict)
     """Results several rules share (e.g. the history comparison), computed once."""
 

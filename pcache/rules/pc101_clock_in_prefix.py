@@ -90,4 +90,5 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 offset=match[0],
                 severity="warning",
                 fix_title=FIX,
+                hint=True,
             )

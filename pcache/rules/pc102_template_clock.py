@@ -2,9 +2,11 @@ r"""## What it does
 Renders the chat template twice, at two frozen dates, and compares the tokens. A difference
 means the template writes the current date into the prompt (`strftime_now`, `date_string`,
 harmony's `Current date:`). When the requests' timestamps span two calendar days, the prefix
-did change between them: an error, once per set, at the first differing token. When requests
-carry no timestamps (none seen before the first untimed one), a warning says the date cannot be
-checked.
+did change between them: an error at the first differing token. When requests carry no
+timestamps, a warning says the date cannot be checked. One finding per template, located at
+the template (the `--tokenizer` given), and only for a template the user chose with
+`--tokenizer` (or `tokenizer` in the configuration): the default renderer is pcache's
+assumption, not the user's model. Silence it with `--ignore PC102`.
 
 ## Why is this bad?
 A server that renders its own date changes the prefix of every prompt at each day boundary, and
@@ -90,17 +92,21 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         dated = ctx.app.cache[("PC102", name)] = template_calls_clock(renderer, current.request)
     if not dated:
         return
+    silence = f"; pin the date or silence this with --ignore {RULE.code}"
     day = _day(current.request.timestamp)
     if day is None:
-        timed_before = ("PC102", name, "day") in ctx.app.cache
-        if not timed_before and ctx.app.once(("PC102", name, "untimed")):
+        if ctx.app.once(("PC102", name, "untimed")):
+            position = _clock_position(ctx)
             yield Violation(
-                f"the chat template ({name}) writes today's date; these requests carry no"
-                " timestamps, so whether it changed between them cannot be seen",
-                current.rendered.path_at(current.rendered.token_char(_clock_position(ctx) or 0))
-                or "",
-                token_position=_clock_position(ctx),
+                f"the chat template ({name}) writes today's date at token {position}; these"
+                " requests carry no timestamps, so whether the day changed between them cannot"
+                " be seen" + silence,
+                "",
+                token_position=position,
                 severity="warning",
+                claims="none",
+                group=("PC102", name),
+                at_template=True,
                 fix_title=FIX,
             )
         return
@@ -110,8 +116,13 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     position = _clock_position(ctx)
     yield Violation(
         f"the chat template ({name}) writes today's date and these requests span {first_day}"
-        f" and {day}: every prefix changed at token {position} when the day changed",
-        current.rendered.path_at(current.rendered.token_char(position or 0)) or "",
+        f" and {day}: every prefix changed at token {position} when the day changed (lint"
+        f" renders every request at --date {current.settings.date}, so the tokens this loses"
+        " are not in its figures)" + silence,
+        "",
         token_position=position,
+        claims="none",
+        group=("PC102", name),
+        at_template=True,
         fix_title=FIX,
     )

@@ -131,6 +131,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                     " the prefix changes from this message on",
                     raw_path(request, f"messages[{index}].content[{block}]"),
                     severity="warning",
+                    hint=True,
                     fix_title="use a stable URL or a file id for images in the conversation",
                 )
 

@@ -114,6 +114,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 " the prefix",
                 _path(request, index),
                 severity="info",
+                hint=True,
                 fix_title="sort schema keys",
                 fixable=True,
             )

@@ -97,6 +97,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             "tools are not sorted by name; an order that varies would change the prefix",
             request.source_path("tools[0]"),
             severity="info",
+            hint=True,
             fix_title="sort tools by name",
             fixable=True,
         )

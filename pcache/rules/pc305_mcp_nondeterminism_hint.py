@@ -2,6 +2,7 @@ r"""## What it does
 Looks at tool names that carry an MCP server prefix (`mcp__github__create_issue`,
 `github__create_issue`). When the tools of one server are not sorted by name, the list was most
 likely taken in the order the server returned it. A hint (info), reported once per tool list.
+Opt-in (`--extend-select PC305`): an opinion, not an observed break.
 
 ## Why is this bad?
 MCP `tools/list` order is not guaranteed: servers built on hash maps, reconnects and restarts
@@ -40,6 +41,7 @@ RULE = Rule(
     name="mcp-nondeterminism-hint",
     severity="info",
     summary="MCP tools are not sorted within their server",
+    default=False,
 )
 
 SERVER = re.compile(r"^(?:mcp__)?([A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*?)__[A-Za-z0-9]")
@@ -72,5 +74,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         f"tools of MCP server {server!r} are not sorted by name: the order the server"
         " returned may change on the next connection",
         request.source_path(f"tools[{first}]"),
+        claims="none",
         fix_title="sort each MCP server's tools by name",
     )

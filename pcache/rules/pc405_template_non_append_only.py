@@ -45,11 +45,12 @@ import dataclasses
 from bisect import bisect_left
 from collections.abc import Iterator
 
+from pcache.cache.reuse import reusable
 from pcache.prefix import common_prefix_length
 from pcache.prompt.render import render
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.cost import expected_shared, reusable
+from pcache.rules.cost import expected_shared
 from pcache.rules.pc404_reasoning_dropped import REASONING_KEYS
 from pcache.rules.slots import exact
 
@@ -140,7 +141,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     found = _prompt_divergence(ctx) or _reply_divergence(ctx)
     if found is None:
         return
-    position, lost, reference, what = found
+    position, _, reference, what = found
     from pcache.diff import explain
 
     _, cause = explain(reference, current.rendered, position)
@@ -151,6 +152,5 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         f" ({origin}: {cause.a_excerpt!r} became {cause.b_excerpt!r})",
         where or "",
         token_position=position,
-        tokens_reprefilled=lost,
         fix_title="use template flags that keep history as generated, or a patched template",
     )

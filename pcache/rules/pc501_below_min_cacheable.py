@@ -2,7 +2,8 @@ r"""## What it does
 Measures, with the real tokenizer and template, the prefix every session of the app shares
 (tools and system prompt, up to the first turn) and compares it with the profile's minimum
 cacheable length (OpenAI 1024 tokens, Anthropic 1024-4096 by model, one block on vLLM).
-Reported once per distinct prefix.
+Reported once per distinct prefix and charged, on every new session whose shared prefix stays
+below the minimum, the shared tokens the cache cannot reuse. Opt-in (`--extend-select PC501`).
 
 ## Why is this bad?
 Below the minimum nothing is cached: no error, no discount. The shared part is prefilled again
@@ -38,6 +39,7 @@ RULE = Rule(
     name="below-min-cacheable",
     severity="warning",
     summary="The prefix shared by all sessions is shorter than the cache's minimum",
+    default=False,
 )
 
 
@@ -59,13 +61,12 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     floor = minimum(ctx)
     if shared >= floor:
         return
-    key = ("PC501", tuple(current.token_ids[:shared]))
-    if not ctx.app.once(key):
-        return
     yield Violation(
         f"the prefix shared across sessions (tools + system) is {shared} tokens, below the"
         f" {floor}-token minimum of the {ctx.settings.profile.name} profile: it is never cached",
         current.request.source_path("messages[0]") if first_turn else "tools",
         token_position=0,
+        claims="rounding" if ctx.cached_prefix < floor else "none",
+        group=("PC501", hash(tuple(current.token_ids[:shared]))),
         fix_title="merge stable content into the shared prefix, or accept no caching",
     )

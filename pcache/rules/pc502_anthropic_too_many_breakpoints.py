@@ -64,5 +64,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         f" the API accepts at most {limit} and rejects this request",
         where,
         token_position=0,
+        claims="none",
         fix_title=f"keep at most {limit} markers, on the last block of each stable section",
     )

@@ -69,6 +69,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 " breakpoints must come first and the API rejects this order",
                 raw_path(request, path),
                 token_position=0,
+                claims="none",
                 fix_title="put 1h markers before 5-minute markers",
             )
             return

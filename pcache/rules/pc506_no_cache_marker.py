@@ -2,6 +2,7 @@ r"""## What it does
 Anthropic Messages bodies only. Reports the first request of a session whose prompt is above the
 Anthropic minimum cacheable length (from `pcache/data/providers.json`) but that carries no
 `cache_control` at all, neither on a block nor at the top level. A hint (info).
+Opt-in (`--extend-select PC506`): an opinion, not an observed break.
 
 ## Why is this bad?
 Anthropic caches only at breakpoints. Without any marker nothing is cached and every request of
@@ -40,6 +41,7 @@ RULE = Rule(
     name="no-cache-marker",
     severity="info",
     summary="An Anthropic request above the cacheable minimum has no cache_control",
+    default=False,
 )
 
 
@@ -65,5 +67,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         " caches nothing for this session",
         request.source_path("messages[0]"),
         token_position=0,
+        claims="none",
         fix_title="add a top-level cache_control, or a marker on the last stable block",
     )

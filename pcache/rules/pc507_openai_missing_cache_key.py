@@ -1,7 +1,7 @@
 r"""## What it does
 OpenAI only: OpenAI-shaped bodies with an OpenAI model name, or any OpenAI-shaped body under
 `--profile openai`. Reports, once per set, that requests of two or more sessions carry no
-`prompt_cache_key`.
+`prompt_cache_key`. Opt-in (`--extend-select PC507`): an opinion, not an observed break.
 
 ## Why is this bad?
 OpenAI routes a request by a hash of its first ~256 tokens, combined with `prompt_cache_key`.
@@ -46,6 +46,7 @@ RULE = Rule(
     name="openai-missing-cache-key",
     severity="warning",
     summary="OpenAI requests carry no prompt_cache_key",
+    default=False,
 )
 
 
@@ -67,6 +68,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         " first ~256 tokens and matching is best effort (reported once for the set)",
         request.source_path("messages[0]"),
         token_position=0,
-        tokens_reprefilled=0,
+        claims="none",
         fix_title="send a prompt_cache_key per prompt family or conversation",
     )

@@ -80,6 +80,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             " request is routed as if it started a new prefix",
             path,
             token_position=0,
+            claims="none",
             fix_title="use one prompt_cache_key per conversation or prompt family",
         )
         return
@@ -95,6 +96,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             f" {MAX_PER_MINUTE}/min per prefix and key stay on one machine)",
             path,
             token_position=0,
-            tokens_reprefilled=0,
+            claims="none",
             fix_title="split a hot key into a few keys (e.g. a suffix per user bucket)",
         )

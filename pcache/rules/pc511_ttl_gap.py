@@ -65,5 +65,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         f" {ttl / 60:.0f}-minute cache lifetime of the {ctx.settings.profile.name} profile",
         ctx.current.request.source_path("messages[0]"),
         token_position=0,
+        claims="none",
         fix_title="use 1h cache_control markers (Anthropic) or 24h retention (OpenAI)",
     )

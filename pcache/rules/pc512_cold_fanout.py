@@ -2,6 +2,7 @@ r"""## What it does
 Uses the requests' `timestamp` fields: reports first requests of sessions that share a new
 prefix (the same tools and system prompt, not seen before) and were sent within one second of
 the first request with that prefix, before its response could have started. A hint (info).
+Opt-in (`--extend-select PC512`): an opinion, not an observed break.
 
 ## Why is this bad?
 A cache entry becomes readable only once the first response begins (Anthropic documents this;
@@ -47,6 +48,7 @@ RULE = Rule(
     name="cold-fanout",
     severity="info",
     summary="Several requests with the same new prefix were sent at once",
+    default=False,
 )
 
 WINDOW_MS = 1000.0
@@ -71,5 +73,6 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             " before its response could start: the prefix is written again",
             current.request.source_path("messages[0]"),
             token_position=0,
+            claims="none",
             fix_title="warm the prefix with one request, then fan out",
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
 from pcache.prompt.request import Request, request_from_document, request_of
 from pcache.prompt.segment_cache import SegmentCachedRenderer
 from pcache.prompt.tokenizer import DEFAULT_DATE
-from pcache.rules import PARSE_ERROR, REGISTRY
+from pcache.rules import PARSE_ERROR, REGISTRY, RULES
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
 from pcache.rules.context import (
@@ -28,7 +29,7 @@ from pcache.rules.context import (
     RequestContext,
     SessionHead,
 )
-from pcache.rules.cost import PrefixIndex, expected_shared, reusable
+from pcache.rules.cost import Claim, Costs, claim_for
 from pcache.rules.fixes import fix_files
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker
@@ -47,6 +48,15 @@ class LintOptions:
     fix: bool = False
     renderer: Any = None
     """A renderer object to use instead of resolving `tokenizer` (libraries, tests)."""
+    template_chosen: bool | None = None
+    """Whether the template is the one the user's model uses (rules about the template speak
+    only then); None: when `tokenizer` is not the default or `renderer` is given."""
+
+    @property
+    def speaks_for_template(self) -> bool:
+        if self.template_chosen is not None:
+            return self.template_chosen
+        return self.renderer is not None or self.tokenizer != DEFAULT_TOKENIZER
 
 
 @dataclass(slots=True)
@@ -57,16 +67,33 @@ class RuleTotal:
     tokens_reprefilled: int = 0
 
 
+IF_FIXED_ASSUMES = (
+    "each finding's change undone (the request repeats what its reference sent there: the"
+    " previous request of its session, or the latest other session's first request), then"
+    " the log replayed through an unlimited cache"
+)
+
+
 @dataclass(slots=True)
 class LintSummary:
-    """Totals of a run. The "if fixed" ratio is an upper bound: every finding assumed fixed."""
+    """Totals of a run.
+
+    `prompt_tokens - reusable_tokens` (re-prefilled) is split exactly into the per-rule totals
+    and `unattributed_tokens` (by the kind of request that paid them). "If fixed" is a replay
+    of the requests with the changes the findings name undone (`IF_FIXED_ASSUMES`).
+    """
 
     files: int = 0
     requests: int = 0
     sessions: int = 0
     prompt_tokens: int = 0
     reusable_tokens: int = 0
+    unattributed: dict[str, int] = field(
+        default_factory=lambda: {"session_start": 0, "continuation": 0}
+    )
+    prompt_tokens_if_fixed: int = 0
     reusable_tokens_if_fixed: int = 0
+    requests_changed_if_fixed: int = 0
     profile: str = ""
     tokenizer: str = ""
     block_size: int = 16
@@ -75,12 +102,21 @@ class LintSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
+    def reprefilled_tokens(self) -> int:
+        return self.prompt_tokens - self.reusable_tokens
+
+    @property
+    def unattributed_tokens(self) -> int:
+        return sum(self.unattributed.values())
+
+    @property
     def cacheable_ratio(self) -> float:
         return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     @property
     def cacheable_ratio_if_fixed(self) -> float:
-        return self.reusable_tokens_if_fixed / self.prompt_tokens if self.prompt_tokens else 0.0
+        total = self.prompt_tokens_if_fixed
+        return self.reusable_tokens_if_fixed / total if total else 0.0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -89,9 +125,18 @@ class LintSummary:
             "sessions": self.sessions,
             "prompt_tokens": self.prompt_tokens,
             "reusable_tokens": self.reusable_tokens,
-            "reusable_tokens_if_fixed_upper_bound": self.reusable_tokens_if_fixed,
+            "reprefilled_tokens": self.reprefilled_tokens,
+            "attributed_tokens": sum(t.tokens_reprefilled for t in self.rules),
+            "unattributed_tokens": self.unattributed_tokens,
+            "unattributed_by_request": dict(self.unattributed),
             "cacheable_ratio": round(self.cacheable_ratio, 6),
-            "cacheable_ratio_if_fixed_upper_bound": round(self.cacheable_ratio_if_fixed, 6),
+            "if_fixed": {
+                "assumes": IF_FIXED_ASSUMES,
+                "requests_changed": self.requests_changed_if_fixed,
+                "prompt_tokens": self.prompt_tokens_if_fixed,
+                "reusable_tokens": self.reusable_tokens_if_fixed,
+                "cacheable_ratio": round(self.cacheable_ratio_if_fixed, 6),
+            },
             "profile": self.profile,
             "tokenizer": self.tokenizer,
             "block_size": self.block_size,
@@ -112,6 +157,9 @@ class LintSummary:
 class LintReport:
     diagnostics: list[Diagnostic]
     summary: LintSummary
+    failing: int = 0
+    """Findings that fail the run: errors and warnings, and info findings of rules selected
+    explicitly."""
 
 
 def expand_paths(paths: list[str]) -> list[str]:
@@ -158,6 +206,9 @@ def _iter_file(path: str) -> Iterator[Request | InputError]:
         yield failure
 
 
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+
+
 class _Run:
     """State of one pass over the inputs."""
 
@@ -168,13 +219,18 @@ class _Run:
         self.renderer = renderer
         self.config = config
         self.progress = progress
-        self.modules = [m for m in REGISTRY if options.selection.is_selected(m.RULE.code)]
-        self.report_parse_errors = options.selection.is_selected(PARSE_ERROR.code)
+        selection = options.selection
+        self.modules = [m for m in REGISTRY if selection.is_selected(m.RULE.code)]
+        self.explicit = {m.RULE.code for m in self.modules if selection.is_explicit(m.RULE.code)}
+        self.report_parse_errors = selection.is_selected(PARSE_ERROR.code)
+        self.template_location = options.tokenizer if options.renderer is None else renderer.name
+        self.speaks_for_template = options.speaks_for_template
         self.tracker = SessionTracker()
         self.app = AppState()
-        self.index = PrefixIndex(options.block_size)
+        self.costs = Costs(profile, options.block_size)
         self.rendered_contexts: deque[RequestContext] = deque()
         self.diagnostics: list[Diagnostic] = []
+        self.groups: dict[object, Diagnostic] = {}
         self.summary = LintSummary(
             profile=profile.name, tokenizer=renderer.name, block_size=options.block_size
         )
@@ -218,7 +274,7 @@ class _Run:
                 message=failure.message,
             )
         )
-        self._total(PARSE_ERROR, 0)
+        self._total(PARSE_ERROR).count += 1
 
     def lint_request_or_report(self, request: Request) -> None:
         """Lint one request; one that cannot be rendered is a PC000 finding on its line."""
@@ -233,19 +289,23 @@ class _Run:
         previous: RequestContext | None = assignment.previous
         is_head = previous is None
         started = time.perf_counter()
-        token_ids = current.token_ids
+        _ = current.token_ids  # rendered and tokenized here, timed as such
         self.seconds["render"] += time.perf_counter() - started
         self._remember_rendered(current)
 
         started = time.perf_counter()
-        context = LintContext(current, previous, self.app, is_head)
-        found: list[tuple[Rule, Violation]] = []
+        found = self.costs.match(current)
+        self.seconds["cost"] += time.perf_counter() - started
+
+        started = time.perf_counter()
+        context = LintContext(current, previous, self.app, is_head, found.length)
+        violations: list[tuple[Rule, Violation]] = []
         for module in self.modules:
-            found.extend((module.RULE, violation) for violation in module.check(context))
+            violations.extend((module.RULE, violation) for violation in module.check(context))
         self.seconds["rules"] += time.perf_counter() - started
 
         started = time.perf_counter()
-        self._cost(context, token_ids, found)
+        self._cost(context, found, violations)
         self.seconds["cost"] += time.perf_counter() - started
         if is_head:
             self.summary.sessions += 1
@@ -257,32 +317,54 @@ class _Run:
         while len(self.rendered_contexts) > KEEP_RENDERED:
             self.rendered_contexts.popleft().release()
 
-    def _cost(self, context: LintContext, token_ids: list[int], found) -> None:
+    def _wanted(self, rule: Rule, violation: Violation) -> bool:
+        if not self._keep(rule.code):
+            return False
+        if violation.hint and rule.code not in self.explicit:
+            return False  # a suspicion without an observed change: only when asked for
+        return not violation.at_template or self.speaks_for_template
+
+    def _reference(self, context: LintContext) -> RequestContext | None:
+        """What the request is compared with: its session's previous request, or the latest
+        other session's first request."""
+        if context.previous is not None:
+            return context.previous
+        others = self.app.other_heads(context.current.session)
+        return others[0].context if others else None
+
+    def _cost(self, context: LintContext, found, violations) -> None:
+        """Report the findings, charge them (`pcache.rules.cost`) and add up the summary."""
         current = context.current
-        profile, size = self.settings.profile, self.settings.block_size
-        num_tokens = len(token_ids)
-        common = self.index.observe(token_ids)
-        as_is = reusable(profile, common, num_tokens, size)
-        fixed = as_is
-        kept = [(rule, v) for rule, v in found if self._keep(rule.code)]
-        if kept:
-            expected = expected_shared(context)
-            expected_reuse = reusable(profile, expected, num_tokens, size)
-            fixed = max(as_is, expected_reuse)
-            for rule, violation in kept:
-                position = self._position(current, violation)
-                lost = 0
-                if violation.tokens_reprefilled is not None:
-                    lost = violation.tokens_reprefilled
-                elif position is not None:
-                    lost = expected_reuse - reusable(
-                        profile, min(position, expected), num_tokens, size
-                    )
-                self._report(rule, violation, current, position, max(0, lost))
-        self.summary.requests += 1
-        self.summary.prompt_tokens += num_tokens
-        self.summary.reusable_tokens += as_is
-        self.summary.reusable_tokens_if_fixed += fixed
+        reference = self._reference(context)
+        claims: list[Claim] = []
+        rounding: list[Diagnostic] = []
+        for rule, violation in violations:
+            if not self._wanted(rule, violation):
+                continue
+            position = self._position(current, violation)
+            diagnostic = self._report(rule, violation, current, position)
+            if violation.hint or violation.claims == "none":
+                continue
+            if violation.claims == "rounding":
+                rounding.append(diagnostic)
+                continue
+            claim = claim_for(diagnostic, violation, position, current, reference)
+            if claim is not None:
+                claims.append(claim)
+        settled = self.costs.settle(current, found, reference, claims, rounding)
+        for diagnostic, tokens in settled.charged:
+            diagnostic.tokens_reprefilled += tokens
+            self.totals[diagnostic.code].tokens_reprefilled += tokens
+        summary = self.summary
+        summary.unattributed["session_start" if context.is_session_head else "continuation"] += (
+            settled.unattributed
+        )
+        summary.requests += 1
+        summary.prompt_tokens += len(current.token_ids)
+        summary.reusable_tokens += settled.reused
+        summary.prompt_tokens_if_fixed += settled.fixed_tokens
+        summary.reusable_tokens_if_fixed += settled.fixed_reused
+        summary.requests_changed_if_fixed += settled.changed
 
     def _position(self, current: RequestContext, violation: Violation) -> int | None:
         if violation.token_position is not None:
@@ -314,38 +396,52 @@ class _Run:
         found_line, column = positions.locate(json_path)
         return (found_line, column) if request.line is None else (line, column)
 
-    def _report(self, rule: Rule, violation: Violation, current, position, lost: int) -> None:
+    def _report(self, rule: Rule, violation: Violation, current, position) -> Diagnostic:
+        """The finding as reported; a violation of a group already reported joins it."""
+        severity = violation.severity or rule.severity
+        grouped = self.groups.get(violation.group) if violation.group is not None else None
+        if grouped is not None:
+            if SEVERITY_RANK[severity] > SEVERITY_RANK[grouped.severity]:
+                grouped.severity, grouped.message = severity, violation.message
+            return grouped
         request = current.request
-        line, column = self._locate(request, violation.json_path)
-        self.diagnostics.append(
-            Diagnostic(
-                code=rule.code,
-                name=rule.name,
-                severity=violation.severity or rule.severity,
-                file=request.source,
-                request=request.label,
-                line=line,
-                column=column,
-                json_path=violation.json_path,
-                token_position=position,
-                tokens_reprefilled=lost,
-                message=violation.message,
-                fix_title=violation.fix_title,
-                fixable=violation.fixable and request.source.endswith(".json"),
-            )
+        if violation.at_template:
+            file, label, line, column = self.template_location, "(chat template)", 1, 1
+        else:
+            file, label = request.source, request.label
+            line, column = self._locate(request, violation.json_path)
+        diagnostic = Diagnostic(
+            code=rule.code,
+            name=rule.name,
+            severity=severity,
+            file=file,
+            request=label,
+            line=line,
+            column=column,
+            json_path=violation.json_path,
+            token_position=position,
+            tokens_reprefilled=0,
+            message=violation.message,
+            fix_title=violation.fix_title,
+            fixable=violation.fixable and request.source.endswith(".json"),
         )
-        self._total(rule, lost)
+        self.diagnostics.append(diagnostic)
+        if violation.group is not None:
+            self.groups[violation.group] = diagnostic
+        self._total(rule).count += 1
+        return diagnostic
 
-    def _total(self, rule: Rule, lost: int) -> None:
-        total = self.totals.setdefault(rule.code, RuleTotal(rule.code, rule.name))
-        total.count += 1
-        total.tokens_reprefilled += lost
+    def _total(self, rule: Rule) -> RuleTotal:
+        return self.totals.setdefault(rule.code, RuleTotal(rule.code, rule.name))
 
     def finish(self) -> LintReport:
         self.summary.rules = [self.totals[code] for code in sorted(self.totals)]
         self.summary.stage_seconds = {k: round(v, 3) for k, v in self.seconds.items()}
         self.diagnostics.sort(key=Diagnostic.sort_key)
-        return LintReport(self.diagnostics, self.summary)
+        failing = sum(
+            1 for d in self.diagnostics if d.severity != "info" or d.code in self.explicit
+        )
+        return LintReport(self.diagnostics, self.summary, failing)
 
 
 def _positions_of(request: Request) -> JsonPositions | None:
@@ -373,8 +469,12 @@ def lint_paths(
     config = config or LintConfig()
     files = expand_paths(paths)
     fixed_files: list[str] = []
-    if options.fix:
-        first = _lint_files(files, options, config, None)
+    if options.fix:  # the safe fixes apply whether or not their hints are shown
+        fixable = tuple(code for code, rule in RULES.items() if rule.fix_availability != "none")
+        extended = dataclasses.replace(
+            options.selection, extend=(*options.selection.extend, *fixable)
+        )
+        first = _lint_files(files, dataclasses.replace(options, selection=extended), config, None)
         fixable = sorted({d.file for d in first.diagnostics if d.fixable})
         fixed_files = fix_files(fixable)
     report = _lint_files(files, options, config, progress)

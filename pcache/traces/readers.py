@@ -226,20 +226,25 @@ def no_valid_records(trace: Trace) -> str:
 
 
 def read_trace(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Sequence[Any],
     *,
     trace_format: str = "auto",
     strict: bool = False,
     settings: Any = None,
     block_size: int | None = None,
 ) -> Trace:
-    """Read every record of a trace file (`settings`: a `pcache.pipeline.Settings`)."""
+    """Read every record of a trace file, or of parsed JSON values in arrival order
+    (`settings`: a `pcache.pipeline.Settings`)."""
     if trace_format not in FORMATS:
         raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
-    source = display_name(path)
+    in_memory = not isinstance(path, str | os.PathLike)
+    source = "<memory>" if in_memory else display_name(path)
     trace = Trace(source=source, format=trace_format, block_size=None)
     with paused_gc():  # a million records stay alive: nothing for the collector to find
-        entries = iter_values(path, skip_errors=not strict)
+        if in_memory:
+            entries: Iterator = iter(list(enumerate(path, 1)))
+        else:
+            entries = iter_values(path, skip_errors=not strict)
         for entry in entries:  # the first valid line decides the format
             if isinstance(entry, InputError):
                 trace.skipped.append(str(entry))

@@ -59,7 +59,10 @@ def test_json_output_has_sorted_keys_and_the_documented_fields(cli):
         assert required <= set(finding)
         assert list(finding) == sorted(finding)
     summary = data["summary"]
-    assert 0 < summary["cacheable_ratio"] <= summary["cacheable_ratio_if_fixed_upper_bound"] <= 1
+    assert 0 < summary["cacheable_ratio"] <= summary["if_fixed"]["cacheable_ratio"] <= 1
+    charged = sum(row["tokens_reprefilled"] for row in summary["rules"])
+    assert charged + summary["unattributed_tokens"] == summary["reprefilled_tokens"]
+    assert summary["reprefilled_tokens"] == summary["prompt_tokens"] - summary["reusable_tokens"]
     per_rule = {row["code"]: row for row in summary["rules"]}
     for code, row in per_rule.items():
         mine = [f for f in data["findings"] if f["code"] == code]
@@ -213,11 +216,16 @@ def test_stdin(cli):
 def test_profile_changes_what_is_cacheable(cli):
     vllm = json.loads(cli("lint", CLEAN, *PLAIN, "--format", "json").stdout)
     openai = cli("lint", CLEAN, *PLAIN, "--profile", "openai", "--format", "json")
+    assert openai.exit_code == 0 and not findings(openai)  # opinions are opt-in
     data = json.loads(openai.stdout)
+    assert data["summary"]["cacheable_ratio"] < vllm["summary"]["cacheable_ratio"]
     # sent to OpenAI, the short shared prefix is below 1024 tokens and the sessions carry no
     # prompt_cache_key; neither matters on a local engine
-    assert {f["code"] for f in data["findings"]} == {"PC501", "PC507"}
-    assert data["summary"]["cacheable_ratio"] < vllm["summary"]["cacheable_ratio"]
+    opinions = cli(
+        "lint", CLEAN, *PLAIN, "--profile", "openai", "--extend-select", "PC501,PC507", "-f", "json"
+    )
+    assert {f["code"] for f in findings(opinions)} == {"PC501", "PC507"}
+    assert opinions.exit_code == 1  # warnings fail the run
 
 
 def test_fix_sorts_tools_and_schema_keys_only(cli, tmp_path):
@@ -287,7 +295,7 @@ def test_json_file_findings_point_at_the_value_of_their_path(cli, tmp_path):
     for path in (DEFECTS / "review_request.json", wrapped):
         text = path.read_text()
         document = json.loads(text)
-        result = cli("lint", path, *PLAIN, "--format", "json")
+        result = cli("lint", path, *PLAIN, "--select", "ALL", "--format", "json")
         located = [f for f in findings(result) if f["json_path"]]
         assert len(located) >= 3 and any(f["line"] > 1 for f in located)
         lines = text.split("\n")
@@ -300,7 +308,9 @@ def test_json_file_findings_point_at_the_value_of_their_path(cli, tmp_path):
 def test_counts_in_the_summary_agree_with_their_nouns(cli, tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    result = cli("lint", broken, SAMPLES / "prompts" / "review_request.json", *PLAIN)
+    result = cli(
+        "lint", broken, SAMPLES / "prompts" / "review_request.json", *PLAIN, "--select", "ALL"
+    )
     assert result.exit_code == 1, result.output
     assert " in 1 request, 1 session." in result.stdout
     assert re.search(r"PC000 unreadable-input +1 finding +0 tokens", result.stdout)
@@ -330,3 +340,119 @@ def test_an_unreadable_file_has_no_prompt_location(cli, tmp_path):
         == f"{broken}:1:2: PC000 [error] unreadable-input: invalid JSON: unexpected end of data"
     )
     assert lines[1].startswith("Found 1 finding (1 error)")
+
+
+def test_clean_samples_are_silent_file_by_file_and_as_a_folder(cli):
+    for path in (CLEAN, *sorted(CLEAN.glob("*.json*"))):
+        result = cli("lint", path, *PLAIN, "--format", "json")
+        assert result.exit_code == 0, (path, result.output)
+        assert findings(result) == [], path
+
+
+def _append_only_log(path: Path, sessions: int = 3, turns: int = 4) -> None:
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}  # keys unsorted
+    tools = [  # tools unsorted too: hints, not breaks, while they never change
+        {
+            "type": "function",
+            "function": {"name": name, "description": f"{name} a file.", "parameters": schema},
+        }
+        for name in ("read", "edit")
+    ]
+    lines = []
+    for session in range(sessions):
+        messages = [{"role": "system", "content": "You are a careful coding agent."}]
+        for turn in range(turns):
+            messages.append({"role": "user", "content": f"task {session}.{turn}: fix it"})
+            lines.append(json.dumps({"messages": list(messages), "tools": tools}))
+            messages.append({"role": "assistant", "content": f"fixed {session}.{turn}"})
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_an_append_only_multi_session_log_is_silent_and_costs_nothing(cli, tmp_path):
+    log = tmp_path / "append_only.jsonl"
+    _append_only_log(log)
+    result = cli("lint", log, *PLAIN, "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["findings"] == [] and data["summary"]["sessions"] == 3
+    summary = data["summary"]
+    assert summary["unattributed_tokens"] == summary["reprefilled_tokens"] > 0
+    assert summary["if_fixed"]["reusable_tokens"] == summary["reusable_tokens"]
+    assert summary["if_fixed"]["requests_changed"] == 0
+    text = cli("lint", log, *PLAIN)
+    assert text.exit_code == 0 and "All checks passed (12 requests in 1 file)." in text.stdout
+
+
+def test_one_request_alone_reuses_nothing_fixed_or_not(cli):
+    result = cli("lint", DEFECTS / "review_request.json", *PLAIN, "--format", "json")
+    summary = json.loads(result.stdout)["summary"]
+    assert summary["reusable_tokens"] == summary["if_fixed"]["reusable_tokens"] == 0
+    assert all(f["tokens_reprefilled"] == 0 for f in findings(result))
+    assert summary["unattributed_by_request"]["session_start"] == summary["prompt_tokens"]
+
+
+def test_lint_reuses_what_replay_simulate_reuses(cli):
+    log = DEFECTS / "agent_log.jsonl"
+    linted = json.loads(cli("lint", log, *PLAIN, "--format", "json").stdout)["summary"]
+    replayed = json.loads(cli("replay", log, "--simulate", "--format", "json").stdout)
+    assert linted["prompt_tokens"] == replayed["query_tokens"]
+    assert linted["reusable_tokens"] == replayed["hit_tokens"]
+
+
+def test_list_rules_and_explain_say_which_rules_are_on_by_default(cli):
+    from pcache.rules import RULES
+
+    listed = cli("lint", "--list-rules", "--format", "json")
+    rows = {row["code"]: row["default"] for row in json.loads(listed.stdout)}
+    assert rows == {code: rule.default for code, rule in RULES.items() if code != "PC000"}
+    assert rows["PC101"] and not rows["PC510"] and not rows["PC305"]
+    text = cli("lint", "--list-rules").stdout
+    assert re.search(r"^PC510 +block-straddle +info +opt-in ", text, re.M)
+    assert re.search(r"^PC301 +tool-order-changed +error +default ", text, re.M)
+    assert (
+        "On by default: no (opt-in: --extend-select PC510)"
+        in cli("lint", "--explain", "PC510").stdout
+    )
+    assert "On by default: yes." in cli("lint", "--explain", "PC101").stdout
+
+
+def test_hints_and_info_findings_only_when_selected_explicitly(cli):
+    request = DEFECTS / "review_request.json"
+    quiet = cli("lint", request, *PLAIN, "--ignore", "PC502", "--format", "json")
+    assert quiet.exit_code == 0 and findings(quiet) == []
+    hints = cli("lint", request, *PLAIN, "--select", "PC2,PC3", "--format", "json")
+    assert {(f["code"], f["severity"]) for f in findings(hints)} == {
+        ("PC201", "info"),
+        ("PC301", "info"),
+    }
+    assert hints.exit_code == 1  # selected explicitly, so they count
+
+
+@pytest.mark.parametrize("folder", [DEFECTS, CLEAN], ids=lambda p: p.name)
+def test_a_file_alone_has_the_findings_it_has_in_its_folder(cli, folder):
+    def located(path):
+        result = cli("lint", path, *PLAIN, "--select", "ALL", "--format", "json")
+        return {
+            (f["file"], f["line"], f["code"], f["severity"], f["json_path"])
+            for f in findings(result)
+            if f["code"] != "PC510"  # evidence across sessions: may need the other files
+        }
+
+    together = located(folder)
+    alone = set().union(*(located(path) for path in sorted(folder.glob("*.json*"))))
+    assert together == alone
+
+
+def test_template_clock_speaks_once_about_the_template_the_user_chose(cli):
+    assert findings(cli("lint", CLEAN, "--format", "json")) == []  # pcache's default: silent
+    timed = cli("lint", CLEAN / "agent_log.jsonl", "--tokenizer", "gpt-oss", "--format", "json")
+    assert findings(timed) == []  # its timestamps show one day: no change to report
+    for path in (CLEAN, CLEAN / "review_request.json"):  # an untimed request: cannot be seen
+        result = cli("lint", path, "--tokenizer", "gpt-oss", "--format", "json")
+        clock = [f for f in findings(result) if f["code"] == "PC102"]
+        assert [(f["file"], f["line"], f["request"]) for f in clock] == [
+            ("gpt-oss", 1, "(chat template)")
+        ], path
+        assert "--ignore PC102" in clock[0]["message"] and clock[0]["tokens_reprefilled"] == 0
+    ignored = cli("lint", CLEAN, "--tokenizer", "gpt-oss", "--ignore", "PC102")
+    assert ignored.exit_code == 0

@@ -35,6 +35,7 @@ def _lint(code: str, requests: list, settings: dict, renderer=None):
         profile=settings["profile"],
         selection=Selection((code,)),
         renderer=renderer,
+        template_chosen=True,
     )
     return lint_values(requests, options, source="doc.jsonl").diagnostics
 
@@ -62,3 +63,9 @@ def test_example_fires_and_use_instead_is_silent(module):
     fired = _lint(code, example, example_settings, renderer)
     assert fired, f"{code}: the Example does not fire"
     assert not _lint(code, better, better_settings), f"{code}: Use instead fires"
+
+
+@pytest.mark.parametrize("module", REGISTRY, ids=lambda m: m.RULE.code)
+def test_the_doc_says_when_a_rule_is_opt_in(module):
+    says = "Opt-in (`--extend-select" in module.__doc__.split("## Why is this bad?")[0]
+    assert says is not module.RULE.default, module.RULE.code

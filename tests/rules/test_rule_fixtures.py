@@ -35,6 +35,7 @@ def lint_case(code: str, settings: dict, case: dict):
         profile=case.get("profile", settings["profile"]),
         selection=Selection((code,)),
         renderer=renderer,
+        template_chosen=True,
     )
     return lint_values(case["requests"], options, source="case.jsonl")
 

@@ -41,3 +41,18 @@ def test_cli_select_replaces_config_and_extends():
 def test_unknown_selector_is_a_usage_error():
     with pytest.raises(UsageError):
         resolve(SelectionInput(), SelectionInput(ignore=["PC9"]), RULES)
+
+
+def test_the_default_set_and_explicit_selection():
+    defaults = Selection()
+    assert defaults.is_selected("PC101") and not defaults.is_explicit("PC101")
+    assert not defaults.is_selected("PC510") and defaults.is_selected("PC000")
+    extended = resolve(SelectionInput(), SelectionInput(extend_select=["PC510"]), RULES)
+    assert extended.is_selected("PC510") and extended.is_explicit("PC510")
+    assert extended.is_selected("PC301") and not extended.is_explicit("PC301")
+    everything = resolve(SelectionInput(), SelectionInput(select=["ALL"]), RULES)
+    assert all(everything.is_explicit(code) for code in RULES)
+    ignored = resolve(SelectionInput(), SelectionInput(ignore=["PC1"]), RULES)
+    assert not ignored.is_selected("PC101") and ignored.is_selected("PC201")
+    configured = resolve(SelectionInput(extend_select=["PC5"]), SelectionInput(), RULES)
+    assert configured.is_selected("PC510") and configured.is_selected("PC101")

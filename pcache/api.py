@@ -1,0 +1,217 @@
+"""The library API, and what the command line runs (re-exported as `pcache.diff`, ...).
+
+`diff`, `hash`, `lint` and `replay` take request bodies (dicts), SDK objects (pydantic models:
+anything with `model_dump`), or paths to JSON / JSONL files, and return the dataclasses whose
+fields the commands' JSON output holds. Options left as None take the command line's defaults.
+Each function imports what it needs when called.
+
+`pcache.diff` and `pcache.replay` are also the names of a module and a package; those two are
+made callable (`callable_module`), so `pcache.diff(a, b)` is this module's `diff` whether or
+not `pcache.diff` was imported as a module first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pcache.diff import DiffResult
+    from pcache.pipeline import BlockHashReport, Settings
+    from pcache.replay.arguments import ReplayArguments
+    from pcache.replay.run import ReplayResult
+    from pcache.rules.runner import LintReport
+
+__all__ = ["diff", "hash", "lint", "replay"]
+
+RequestLike = Any
+"""A request body (dict), an SDK object with `model_dump`, or a path (str, os.PathLike)."""
+
+
+def _settings(
+    tokenizer: str | None,
+    block_size: int | None,
+    hash_algo: str | None,
+    cache_salt: str | None,
+    date: str | None,
+) -> Settings:
+    from pcache.pipeline import Settings
+
+    defaults = Settings()
+    return Settings(
+        tokenizer=tokenizer or defaults.tokenizer,
+        block_size=block_size or defaults.block_size,
+        hash_algo=hash_algo or defaults.hash_algo,
+        cache_salt=cache_salt,
+        date=date or defaults.date,
+    )
+
+
+def diff(
+    a: RequestLike,
+    b: RequestLike,
+    *,
+    tokenizer: str | None = None,
+    block_size: int | None = None,
+    hash_algo: str | None = None,
+    cache_salt: str | None = None,
+    date: str | None = None,
+) -> DiffResult:
+    """Where request `b` stops reusing `a`'s cached prefix, what each cache reuses, and why.
+
+    >>> result = pcache.diff(earlier_body, later_body)
+    >>> result.cause.kind, result.cause.b_path, result.first_divergence_token
+    """
+    from pcache.diff import compare
+
+    return compare(a, b, _settings(tokenizer, block_size, hash_algo, cache_salt, date)).result
+
+
+def hash(
+    request: RequestLike,
+    *,
+    tokenizer: str | None = None,
+    block_size: int | None = None,
+    hash_algo: str | None = None,
+    cache_salt: str | None = None,
+    date: str | None = None,
+) -> BlockHashReport:
+    """The token count and chained block hashes of one request (a file must hold exactly one)."""
+    from pcache.pipeline import BlockHashReport, hash_request
+    from pcache.prompt.inputs import one_request
+
+    settings = _settings(tokenizer, block_size, hash_algo, cache_salt, date)
+    return BlockHashReport.of(hash_request(one_request(request), settings))
+
+
+def lint(
+    requests_or_paths: RequestLike | Iterable[RequestLike],
+    *,
+    select: list[str] | None = None,
+    extend_select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    profile: str | None = None,
+    tokenizer: str | None = None,
+    block_size: int | None = None,
+    date: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+    fix: bool = False,
+    since: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> LintReport:
+    """Find what makes the prompt cache miss, where, and what it costs.
+
+    Paths (files, directories) are linted as the command lints them, with `[tool.pcache.lint]`
+    from `config` (default: the nearest pyproject.toml with a `[tool.pcache]` table at or
+    above the working directory); request bodies and SDK objects are linted in order, as the
+    lines of one log. `since` (a git revision; paths only) keeps the findings new since then.
+    """
+    from dataclasses import replace
+    from pathlib import Path
+
+    from pcache.errors import UsageError
+    from pcache.pipeline import validate_date
+    from pcache.prompt.inputs import is_path, values_from
+    from pcache.rules import RULES
+    from pcache.rules.config import find_config, load_config
+    from pcache.rules.runner import LintOptions, lint_paths, lint_values
+    from pcache.rules.selection import SelectionInput, resolve
+
+    items = [requests_or_paths] if is_path(requests_or_paths) else requests_or_paths
+    items = items if isinstance(items, list) else list(items)
+    paths = [os.fspath(item) for item in items if is_path(item)]
+    if paths and len(paths) != len(items):
+        raise UsageError("lint takes paths or requests, not both in one call")
+    config_path = Path(config) if config else find_config(Path.cwd())
+    settings = load_config(config_path)
+    selection = resolve(
+        settings.selection,
+        SelectionInput(select, extend_select or [], ignore or []),
+        RULES,
+        source=f"{config_path}" if config_path else "config",
+    )
+    defaults = LintOptions()
+    options = LintOptions(
+        tokenizer=tokenizer or settings.tokenizer or defaults.tokenizer,
+        profile=profile or settings.profile or defaults.profile,
+        block_size=block_size or defaults.block_size,
+        date=validate_date(date or defaults.date),
+        selection=selection,
+        fix=fix,
+        template_chosen=bool(tokenizer or settings.tokenizer),
+    )
+    if options.profile not in ("vllm", "sglang", "openai", "anthropic"):
+        raise UsageError(
+            f"--profile must be vllm, sglang, openai or anthropic, got {options.profile!r}"
+        )
+    if not paths:
+        if since is not None or fix:
+            raise UsageError("--diff and --fix apply to files, not to requests in memory")
+        return lint_values(values_from(items), options, source="requests")
+    report = lint_paths(paths, options, settings, progress)
+    if since is not None:
+        report = _only_new(report, paths, since, replace(options, fix=False), settings)
+    return report
+
+
+def _only_new(report: LintReport, paths: list[str], since: str, options: Any, settings: Any):
+    """`report` keeping only the findings the files did not have at revision `since`."""
+    import tempfile
+    from pathlib import Path
+
+    from pcache.errors import UsageError
+    from pcache.rules.baseline import files_at_revision, introduced, repository_root
+    from pcache.rules.runner import expand_paths, lint_paths
+
+    if "-" in paths:
+        raise UsageError("--diff compares files with a git revision; stdin has no history")
+    root = repository_root(Path.cwd())
+    with tempfile.TemporaryDirectory(prefix="pcache-base-") as directory:
+        base_root = Path(directory).resolve()
+        base_files = files_at_revision(since, expand_paths(paths), root, base_root)
+        base = lint_paths(base_files, options, settings).diagnostics if base_files else []
+        report.diagnostics = introduced(report.diagnostics, base, root, base_root)
+    selection = options.selection
+    report.failing = sum(
+        1 for d in report.diagnostics if d.severity != "info" or selection.is_explicit(d.code)
+    )
+    return report
+
+
+def replay(
+    trace: str | os.PathLike[str] | Iterable[RequestLike] | ReplayArguments,
+    *,
+    progress: Callable[[int], None] | None = None,
+    **options: Any,
+) -> ReplayResult:
+    """Replay a trace (a file, or request bodies in arrival order) against a prefix cache.
+
+    `options` are the fields of `pcache.replay.arguments.ReplayArguments` (`policy`,
+    `cache_blocks`, `cache_gb`, `model`, `concurrency`, `mode`, ...), the command's options.
+    """
+    from dataclasses import replace
+
+    from pcache.prompt.inputs import is_path, values_from
+    from pcache.replay.arguments import ReplayArguments
+    from pcache.replay.run import run_replay
+
+    if isinstance(trace, ReplayArguments):
+        arguments = replace(trace, **options)
+    else:
+        source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
+        arguments = ReplayArguments(trace=source, **options)  # type: ignore[arg-type]
+    return run_replay(arguments, progress=progress)
+
+
+def callable_module(name: str, function: str) -> None:
+    """Make module `name` callable as this module's `function` (see the module docstring)."""
+
+    class CallableModule(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return getattr(sys.modules[__name__], function)(*args, **kwargs)
+
+    CallableModule.__call__.__doc__ = globals()[function].__doc__
+    sys.modules[name].__class__ = CallableModule

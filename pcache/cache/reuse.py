@@ -1,0 +1,118 @@
+"""What a prefix cache holds after a serial, unlimited replay, and how much of a prompt it reuses.
+
+The rules every consumer shares: a prompt reuses the longest token prefix it shares with any
+earlier prompt of the same cache namespace (`cache_salt`), rounded by the profile's granularity
+(`reusable`). That is what `replay --simulate` computes with an unlimited pool or radix tree
+replayed serially; `PrefixIndex` computes it without the pool's bookkeeping (no reference
+counts, no free queue, no eviction). `tests/test_reuse_index.py` proves the two equal.
+
+`PrefixIndex` finds full blocks through chained hashes (as the pool does) and the rest of the
+longest prefix inside the next block among the continuations earlier prompts had there: those are
+kept sorted, and the longest common prefix of a sequence with a sorted set is found at one of its
+two neighbours in that order, so the match is exact to the token.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from pcache.cache.profiles import Profile, reusable_tokens
+from pcache.prefix import common_prefix_length
+
+
+def reusable(profile: Profile, common: int, num_tokens: int, block_size: int) -> int:
+    """Tokens a cache reuses of a prompt of `num_tokens` sharing `common` tokens with it.
+
+    Breakpoint caches (Anthropic) are assumed to have a breakpoint where the shared part ends.
+    """
+    common = max(0, min(common, num_tokens))
+    written = (common,) if profile.granularity == "breakpoint" else ()
+    return reusable_tokens(profile, common, num_tokens, block_size, written)
+
+
+@dataclass(slots=True)
+class Match:
+    """Where a prompt's walk through the index stopped (reused by `PrefixIndex.insert`)."""
+
+    length: int
+    """Tokens shared with the longest matching earlier prompt."""
+    blocks: list[tuple[int, ...]]
+    tail: tuple[int, ...]
+    matched_blocks: int
+    parent: int
+
+
+class PrefixIndex:
+    """Every prompt inserted so far: the longest token prefix a new prompt shares with one."""
+
+    def __init__(self, block_size: int):
+        assert block_size >= 1
+        self.block_size = block_size
+        self.blocks: set[int] = set()
+        self.children: dict[int, list[tuple[int, ...]]] = {}
+        """Sorted distinct continuations (at most one block) after each chain of full blocks."""
+        self.num_prompts = 0
+
+    def copy(self) -> PrefixIndex:
+        other = PrefixIndex(self.block_size)
+        other.blocks = set(self.blocks)
+        other.children = {parent: list(kids) for parent, kids in self.children.items()}
+        other.num_prompts = self.num_prompts
+        return other
+
+    def match(self, token_ids: Sequence[int], namespace: str | None = None) -> Match:
+        """The longest prefix of `token_ids` shared with an inserted prompt (nothing changes)."""
+        size = self.block_size
+        blocks = list(zip(*[iter(token_ids)] * size, strict=False))
+        tail = tuple(token_ids[len(blocks) * size :])
+        seen = self.blocks
+        parent = hash(("namespace", namespace)) if namespace else 0
+        index = 0
+        while index < len(blocks):
+            chained = hash((parent, blocks[index]))
+            if chained not in seen:
+                break
+            parent = chained
+            index += 1
+        rest = blocks[index] if index < len(blocks) else tail
+        length = index * size
+        kids = self.children.get(parent)
+        if kids and rest:
+            at = bisect_left(kids, rest)
+            length += max(common_prefix_length(rest, kid) for kid in kids[max(at - 1, 0) : at + 1])
+        return Match(length, blocks, tail, index, parent)
+
+    def insert(self, match: Match) -> None:
+        """Remember the prompt `match` was computed for."""
+        parent = match.parent
+        for block in match.blocks[match.matched_blocks :]:
+            self._add_child(parent, block)
+            parent = hash((parent, block))
+            self.blocks.add(parent)
+        if match.tail:
+            self._add_child(parent, match.tail)
+        self.num_prompts += 1
+
+    def observe(self, token_ids: Sequence[int], namespace: str | None = None) -> int:
+        """Shared prefix length with the earlier prompts, then remember this prompt."""
+        found = self.match(token_ids, namespace)
+        self.insert(found)
+        return found.length
+
+    def _add_child(self, parent: int, continuation: tuple[int, ...]) -> None:
+        kids = self.children.setdefault(parent, [])
+        at = bisect_left(kids, continuation)
+        if at < len(kids) and kids[at][: len(continuation)] == continuation:
+            return  # already there, or a prefix of one that is
+        if at and continuation[: len(kids[at - 1])] == kids[at - 1]:
+            kids[at - 1] = continuation  # extends the one before it (which sorts just before)
+            return
+        insort(kids, continuation, lo=at)
+
+    def check_integrity(self) -> None:
+        for kids in self.children.values():
+            assert kids == sorted(kids) and all(0 < len(kid) <= self.block_size for kid in kids)
+            assert all(b[: len(a)] != a for a, b in pairwise(kids))

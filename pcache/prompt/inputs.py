@@ -1,0 +1,86 @@
+"""Requests from what a library caller holds: body dicts, SDK objects, `Request`s, or paths.
+
+SDK objects (pydantic models, anywhere in a body: an SDK message appended to `messages`) become
+the JSON they serialize to (`model_dump(mode="json", by_alias=True, exclude_none=True)`). A
+path is read as the command line reads it. In-memory values are labelled `<source>:<n>`, n
+counted from 1 in the order given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from pcache.errors import InputError
+from pcache.prompt.loading import Document, display_name, iter_documents
+from pcache.prompt.request import Request, request_from_document
+
+MEMORY = "<memory>"
+
+
+def plain(value: Any) -> Any:
+    """`value` with every SDK object in it replaced by its JSON value."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        return plain(value.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return value
+
+
+def is_path(value: Any) -> bool:
+    return isinstance(value, str | os.PathLike)
+
+
+def _is_single(items: Any) -> bool:
+    return is_path(items) or isinstance(items, dict | Request) or hasattr(items, "model_dump")
+
+
+def iter_inputs(
+    items: Any, source: str = MEMORY
+) -> Iterator[Request | tuple[str, int | None, Any]]:
+    """Each `Request` given, and (source, line, JSON value) for everything else, in order.
+
+    One in-memory value has no line; values of a sequence are numbered from 1.
+    """
+    single = _is_single(items)
+    for count, item in enumerate([items] if single else items, 1):
+        if isinstance(item, Request):
+            yield item
+        elif is_path(item):
+            for document in iter_documents(item):
+                assert isinstance(document, Document)
+                yield document.source, document.line, document.value
+        else:
+            yield source, None if single else count, plain(item)
+
+
+def iter_requests(items: Any, source: str = MEMORY) -> Iterator[Request]:
+    """Every request in `items` (one item or a sequence; see the module docstring), in order."""
+    for entry in iter_inputs(items, source):
+        yield entry if isinstance(entry, Request) else request_from_document(entry[2], *entry[:2])
+
+
+def requests_from(items: Any, source: str = MEMORY) -> list[Request]:
+    return list(iter_requests(items, source))
+
+
+def one_request(item: Any, source: str = MEMORY) -> Request:
+    """The single request `item` is or holds (a file must hold exactly one)."""
+    requests = iter_requests(item, source)
+    first = next(requests, None)
+    if first is None:
+        raise InputError(display_name(item) if is_path(item) else source, "holds no request")
+    if next(requests, None) is not None:
+        raise InputError(first.source, "holds several requests; pass a file with one request")
+    return first
+
+
+def values_from(items: Any, source: str = MEMORY) -> list[Any]:
+    """The JSON value of every request in `items` (a `Request` gives its body)."""
+    return [
+        entry.raw if isinstance(entry, Request) else entry[2]
+        for entry in iter_inputs(items, source)
+    ]

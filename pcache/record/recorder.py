@@ -1,0 +1,89 @@
+"""`Recorder`: the requests SDK clients send during a test, answered by canned responses.
+
+    recorder = Recorder(tmp_path / "requests.jsonl")
+    recorder.respond(chat_completion("Hello!"))
+    client = OpenAI(api_key="test", http_client=recorder.client())
+    ...
+    assert_prefix_stable(recorder.requests)
+
+Nothing leaves the process: requests go to the canned responses, in order, unless a transport
+of your own is passed to `transport()`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import orjson
+
+from pcache.record.canned import Canned, CannedResponses, CannedTransport
+from pcache.record.line import SessionKey
+from pcache.record.transport import AsyncTransport, Transport
+
+
+def default_http() -> ModuleType:
+    """httpx2 where it is installed (what current SDKs require), else httpx."""
+    try:
+        return importlib.import_module("httpx2")
+    except ImportError:
+        return importlib.import_module("httpx")
+
+
+class Recorder:
+    """Records to JSONL `path`; `requests` and `records` read the file back."""
+
+    def __init__(self, path: str | os.PathLike[str], *, session_id: SessionKey = None):
+        self.path = Path(path)
+        self.session_id = session_id
+        self.canned = CannedResponses()
+        self._transports: list[Any] = []
+
+    def respond(self, *responses: Canned) -> Recorder:
+        """Queue responses for the next requests (JSON values, SSE bytes, responses, functions)."""
+        self.canned.add(*responses)
+        return self
+
+    def transport(self, inner: Any = None) -> Transport:
+        transport = Transport(
+            self.path, inner or CannedTransport(self.canned), session_id=self.session_id
+        )
+        self._transports.append(transport)
+        return transport
+
+    def async_transport(self, inner: Any = None) -> AsyncTransport:
+        transport = AsyncTransport(
+            self.path, inner or CannedTransport(self.canned), session_id=self.session_id
+        )
+        self._transports.append(transport)
+        return transport
+
+    def client(self, http: ModuleType | None = None, **options: Any) -> Any:
+        """An `http.Client` (default: `default_http()`) over `transport()`, for `http_client=`."""
+        return (http or default_http()).Client(transport=self.transport(), **options)
+
+    def async_client(self, http: ModuleType | None = None, **options: Any) -> Any:
+        return (http or default_http()).AsyncClient(transport=self.async_transport(), **options)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """Every line written so far (timestamp, session_id, status, usage, body...)."""
+        if not self.path.exists():
+            return []
+        return [orjson.loads(line) for line in self.path.read_bytes().splitlines() if line]
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The request bodies sent so far, in order."""
+        return [record["body"] for record in self.records]
+
+    def close(self) -> None:
+        for transport in self._transports:
+            if isinstance(transport, Transport):
+                transport.close()
+            else:
+                transport.recorder.writer.close()
+        self._transports.clear()

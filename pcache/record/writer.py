@@ -1,0 +1,50 @@
+"""Append whole JSONL lines to a file from any number of threads and event loops.
+
+Each line goes out in one `write` on a descriptor opened with O_APPEND, under a lock, so lines
+never interleave. A failure to write is logged once and swallowed: recording must never break
+the request it records.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+logger = logging.getLogger("pcache.record")
+
+
+class LineWriter:
+    """Appends lines to `path` (created on first write, parent directories included)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.failures = 0
+        self._lock = threading.Lock()
+        self._descriptor: int | None = None
+
+    def write(self, line: bytes) -> bool:
+        """Append one line (it must end with a newline); False when it could not be written."""
+        assert line.endswith(b"\n") and b"\n" not in line[:-1]
+        try:
+            with self._lock:
+                if self._descriptor is None:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+                    self._descriptor = os.open(self.path, flags, 0o644)
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(self._descriptor, view) :]
+            return True
+        except OSError as error:
+            self.failures += 1
+            if self.failures == 1:
+                logger.warning("pcache: cannot record to %s: %s", self.path, error)
+            return False
+
+    def close(self) -> None:
+        with self._lock:
+            if self._descriptor is not None:
+                os.close(self._descriptor)
+                self._descriptor = None
