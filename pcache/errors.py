@@ -10,15 +10,25 @@ class PcacheError(Exception):
 
 
 class InputError(PcacheError):
-    """A user's input file cannot be read or understood."""
+    """A user's input file cannot be read or understood.
+
+    `json_path` names the offending value inside a JSON document (its line and column, when
+    known, are found from it by the reader that still holds the text).
+    """
 
     def __init__(
-        self, source: str, message: str, line: int | None = None, column: int | None = None
+        self,
+        source: str,
+        message: str,
+        line: int | None = None,
+        column: int | None = None,
+        json_path: str | None = None,
     ):
         self.source = source
         self.message = message
         self.line = line
         self.column = column
+        self.json_path = json_path
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -40,6 +50,11 @@ class ConfigError(PcacheError):
 
 class TokenizerError(PcacheError):
     """A tokenizer or chat template cannot be loaded or applied."""
+
+
+class RequestTemplateError(InputError, TokenizerError):
+    """A chat template refused one request, failed on it or went past its bounds: an error of
+    that request (its file and line), which lint reports and replay skips like a bad line."""
 
 
 class EngineError(PcacheError):

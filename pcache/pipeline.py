@@ -16,7 +16,7 @@ from pcache.cache.hashing import (
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, render, resolve_renderer
 from pcache.prompt.rendered import RenderedPrompt
-from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.request import Request, request_of
 from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
 
 
@@ -84,7 +84,7 @@ class BlockHashReport:
 def iter_requests(path: str | os.PathLike[str]) -> Iterator[Request]:
     for document in iter_documents(path):
         assert isinstance(document, Document)
-        yield request_from_document(document.value, document.source, document.line)
+        yield request_of(document)
 
 
 def load_request(path: str | os.PathLike[str]) -> Request:

@@ -139,7 +139,7 @@ def test_broken_model_is_one_line_exit_2(cli, tmp_path, checkpoint, prompt_file,
         ('{"a": 1}', "expected a non-empty JSON list"),
         ("[[1, -2]]", "prompt 0: token ids must be non-negative integers"),
         ("[[]]", "prompt 0: expected a non-empty list"),
-        ("[[1, 9999]]", "token ids must be in [0, 512)"),
+        ("[[1, 9999]]", "prompts.json: prompt 0: token id 9999 is outside the vocabulary of tiny"),
     ],
 )
 def test_bad_prompt_ids_file(cli, tmp_path, content, message):

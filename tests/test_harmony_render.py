@@ -319,14 +319,16 @@ def test_every_span_holds_text_of_the_json_value_it_names(seed: int) -> None:
 
 
 def test_a_schema_nested_too_deeply_is_one_clear_error(cli, tmp_path: Path) -> None:
-    depth = 450  # within the JSON reader's nesting limit, beyond what rendering recurses into
+    depth = 450  # within the JSON parser's nesting limit, beyond what a request may nest
     schema = '{"type":"object","properties":{"a":' * depth + '{"type":"string"}' + "}}" * depth
     tool = '{"type":"function","function":{"name":"f","parameters":' + schema + "}}"
     path = write(tmp_path, "deep.json", '{"messages":[],"tools":[' + tool + "]}")
     result = cli("hash", path)
     assert result.exit_code == 2, result.output
-    reason = "tools[0].function.parameters: the schema nests too deeply to render"
-    assert result.stderr.strip() == f"pcache: error: {path}: {reason}"
+    message = result.stderr.strip()
+    assert message.startswith(f"pcache: error: {path}:1:"), message
+    assert "`tools[0].function.parameters.properties.a" in message
+    assert message.endswith("...` nests more than 100 levels"), message
 
 
 @settings(max_examples=200, deadline=None)

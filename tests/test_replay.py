@@ -120,7 +120,7 @@ def test_malformed_lines_skipped_or_strict(cli, tmp_path):
     report = json.loads(result.stdout)
     assert report["skipped_lines"] == 4 and report["requests"] == 5
     assert "bad.jsonl:3" in result.stderr and "bad.jsonl:5" in result.stderr
-    assert "bad.jsonl:7: `hash_ids` must be a list of integers" in result.stderr
+    assert "bad.jsonl:7: `hash_ids[0]` must be an integer, got a number" in result.stderr
     strict = cli("replay", trace, "--simulate", "--strict")
     assert strict.exit_code == 2 and "bad.jsonl:3" in strict.output
 

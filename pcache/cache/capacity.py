@@ -13,6 +13,9 @@ from pathlib import Path
 
 from pcache.errors import ConfigError, UsageError
 from pcache.models import PRESETS, canonical_name
+from pcache.numbers import check_number
+
+MAX_DIMENSION = 1 << 31
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 1, "float8_e4m3fn": 1}
 
@@ -35,13 +38,28 @@ class ModelShape:
 def _shape(name: str, config: dict, path: Path | None = None) -> ModelShape:
     where = str(path) if path is not None else f"model {name}"
     config = config.get("text_config", config)
-    try:
-        layers = int(config["num_hidden_layers"])
-        heads = int(config["num_attention_heads"])
-        kv_heads = int(config.get("num_key_value_heads") or heads)
-        head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as error:
-        raise ConfigError(f"{where}: missing or invalid model shape field {error}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{where}: text_config must be an object")
+
+    def dimension(key: str, default: int | None = None) -> int:
+        value = config.get(key)
+        value = default if value is None else value
+        if value is None:
+            raise ConfigError(f"{where}: missing {key}")
+        if type(value) is not int:
+            raise ConfigError(f"{where}: {key} must be an integer, got {value!r}")
+        try:
+            return int(check_number(key, value, minimum=1, maximum=MAX_DIMENSION))
+        except UsageError as failure:
+            raise ConfigError(f"{where}: {failure}") from None
+
+    layers = dimension("num_hidden_layers")
+    heads = dimension("num_attention_heads")
+    kv_heads = dimension("num_key_value_heads", heads)
+    if config.get("head_dim") is not None:
+        head_dim = dimension("head_dim")
+    else:
+        head_dim = max(dimension("hidden_size") // heads, 1)
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     return ModelShape(name, layers, kv_heads, head_dim, DTYPE_BYTES.get(dtype, 2))
 
@@ -54,16 +72,13 @@ def resolve_model(name_or_path: str) -> ModelShape:
     path = Path(name_or_path)
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(
             f"--model {name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
         )
-    import orjson
+    from pcache.prompt.loading import parse_json, read_bytes
 
-    try:
-        config = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as error:
-        raise ConfigError(f"{path}: invalid JSON: {error.msg}") from None
+    config = parse_json(read_bytes(path), str(path))
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return _shape(path.parent.name or str(path), config, path)

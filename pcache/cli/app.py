@@ -2,12 +2,46 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 
 import typer
 from typer.core import TyperGroup
 
 from pcache import __version__
+
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG}
+"""Errors of writing the output (input files' errors are InputErrors naming the file)."""
+EXIT_STDOUT_CLOSED = 141
+"""Exit code when standard output closed before all output was written (`| head`): 128 +
+SIGPIPE, as a shell reports a command killed by it, so a cut report never reads as success."""
+
+
+def silence_closed_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's last flush cannot fail again."""
+    import sys
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout)
+        pass
+
+
+class _ClosedOutput(io.TextIOBase):
+    """Standard output that was closed before pcache started: every write is a broken pipe."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "standard output is closed")
+
+    @property
+    def buffer(self):
+        return self
+
+    def fileno(self) -> int:
+        raise BrokenPipeError(32, "standard output is closed")
 
 
 def _click_exceptions():
@@ -43,8 +77,12 @@ class PcacheGroup(TyperGroup):
         except KeyboardInterrupt:
             ctx.exit(130)
         except BrokenPipeError:
-            ctx.exit(0)
+            silence_closed_stdout()
+            ctx.exit(EXIT_STDOUT_CLOSED)
         except Exception as failure:
+            if isinstance(failure, OSError) and failure.errno in _OUTPUT_ERRNOS:
+                error(f"cannot write the output: {failure.strerror or failure}")
+                ctx.exit(2)
             if os.environ.get("PCACHE_DEBUG"):
                 raise
             error(f"internal error: {type(failure).__name__}: {failure}")
@@ -99,5 +137,22 @@ _register()
 
 def main() -> None:
     """Console entry point."""
+    import sys
+
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    app(prog_name="pcache")
+    if sys.stderr is None:  # started with 2>&-: messages go nowhere, exit codes still tell
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
+    if sys.stdout is None:  # started with >&-: writing output is a closed pipe
+        sys.stdout = _ClosedOutput()
+    try:
+        app(prog_name="pcache")
+    except SystemExit as done:
+        code = done.code
+    else:
+        code = 0
+    try:
+        sys.stdout.flush()  # output still buffered meets a closed pipe here
+    except BrokenPipeError:
+        silence_closed_stdout()
+        code = EXIT_STDOUT_CLOSED
+    sys.exit(code)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pcache.cli.options import FormatOpt, check_text_or_json
+from pcache.cli.options import FormatOpt, check_text_or_json, in_range
 
 
 def generate_command(
@@ -28,7 +28,8 @@ def generate_command(
         typer.Option("--prompt-ids", help="A JSON file: a list of token-id lists (a batch)."),
     ] = None,
     max_new_tokens: Annotated[
-        int, typer.Option("--max-new-tokens", "-n", min=1, help="Tokens to generate.")
+        int,
+        typer.Option("--max-new-tokens", "-n", callback=in_range(1), help="Tokens to generate."),
     ] = 16,
     engine: Annotated[str, typer.Option("--engine", help="cpu (torch) or gpu (Triton).")] = "cpu",
     no_prefix_cache: Annotated[
@@ -48,12 +49,21 @@ def generate_command(
     from pcache.cli.console import stdout, write_json
     from pcache.engine.generate import generate, load_prompt_ids
     from pcache.errors import UsageError
+    from pcache.files import display_name
 
     check_text_or_json(format)
     if (prompt is None) == (prompt_ids is None):
         raise UsageError("give exactly one of --prompt and --prompt-ids")
     batch = load_prompt_ids(prompt_ids) if prompt_ids is not None else None
-    result = generate(model, prompt, batch, max_new_tokens, engine, not no_prefix_cache)
+    result = generate(
+        model,
+        prompt,
+        batch,
+        max_new_tokens,
+        engine,
+        not no_prefix_cache,
+        prompt_source=display_name(prompt_ids) if prompt_ids is not None else "--prompt",
+    )
     if format == "json":
         write_json(orjson.dumps(asdict(result), option=orjson.OPT_SORT_KEYS))
         return

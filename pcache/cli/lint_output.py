@@ -217,6 +217,22 @@ def _github(report) -> None:
     sys.stdout.flush()
 
 
+def artifact_uri(path: str) -> str:
+    """A file's SARIF `uri` (RFC 3986, as SARIF 2.1.0 requires): a relative path becomes a
+    percent-encoded relative reference, an absolute path a `file:` URI."""
+    from pathlib import PurePosixPath, PureWindowsPath
+    from urllib.parse import quote
+
+    if PureWindowsPath(path).is_absolute() and not PurePosixPath(path).is_absolute():
+        return PureWindowsPath(path).as_uri()
+    import os
+
+    posix = path.replace(os.sep, "/")
+    if posix.startswith("/"):
+        return "file://" + quote(posix, safe="/")
+    return quote(posix, safe="/")  # ':' is encoded too: a first segment is never a scheme
+
+
 def sarif_document(report) -> dict[str, object]:
     from pcache.rules import RULES, documentation
 
@@ -246,7 +262,7 @@ def sarif_document(report) -> dict[str, object]:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": d.file.replace("\\", "/")},
+                        "artifactLocation": {"uri": artifact_uri(d.file)},
                         "region": {"startLine": d.line, "startColumn": d.column},
                     },
                     "logicalLocations": [

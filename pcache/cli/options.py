@@ -6,6 +6,23 @@ from typing import Annotated
 
 import typer
 
+
+def in_range(
+    minimum: float | None = None, maximum: float | None = None, above: float | None = None
+):
+    """A typer callback checking an option with `pcache.numbers.check_number` (None passes)."""
+
+    def check(context, parameter, value):
+        if value is None:
+            return value
+        from pcache.numbers import check_number
+
+        name = max(parameter.opts, key=len) if parameter.opts else parameter.name
+        return check_number(name, value, minimum=minimum, maximum=maximum, above=above)
+
+    return check
+
+
 TokenizerOpt = Annotated[
     str,
     typer.Option(
@@ -17,9 +34,13 @@ TokenizerOpt = Annotated[
 ]
 # Larger than any context window: a bigger block is a typo, and cost tables would allocate it.
 MAX_BLOCK_SIZE = 1 << 20
+MAX_CACHE_BLOCKS = 1 << 40  # pcache.cache.simulate.MAX_CACHE_BLOCKS
+MAX_CACHE_GB = 1 << 30  # an exbibyte of KV cache
 BlockSizeOpt = Annotated[
     int,
-    typer.Option("--block-size", "-b", min=1, max=MAX_BLOCK_SIZE, help="Tokens per KV block."),
+    typer.Option(
+        "--block-size", "-b", callback=in_range(1, MAX_BLOCK_SIZE), help="Tokens per KV block."
+    ),
 ]
 HashAlgoOpt = Annotated[
     str,

@@ -15,6 +15,9 @@ from pcache.cli.options import (
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
     DEFAULT_TOKENIZER,
+    MAX_BLOCK_SIZE,
+    MAX_CACHE_BLOCKS,
+    MAX_CACHE_GB,
     BlockSizeOpt,
     CacheSaltOpt,
     DateOpt,
@@ -22,6 +25,7 @@ from pcache.cli.options import (
     HashAlgoOpt,
     TokenizerOpt,
     check_text_or_json,
+    in_range,
 )
 
 
@@ -51,10 +55,19 @@ def replay_command(
     ] = "vllm",
     cache_blocks: Annotated[
         int | None,
-        typer.Option("--cache-blocks", help="Cache capacity in blocks (default: unlimited)."),
+        typer.Option(
+            "--cache-blocks",
+            callback=in_range(1, MAX_CACHE_BLOCKS),
+            help="Cache capacity in blocks (default: unlimited).",
+        ),
     ] = None,
     cache_gb: Annotated[
-        float | None, typer.Option("--cache-gb", help="Cache capacity in GiB of KV for --model.")
+        float | None,
+        typer.Option(
+            "--cache-gb",
+            callback=in_range(above=0, maximum=MAX_CACHE_GB),
+            help="Cache capacity in GiB of KV for --model.",
+        ),
     ] = None,
     model: Annotated[
         str | None,
@@ -72,21 +85,34 @@ def replay_command(
         ),
     ] = "serial",
     decode_rate: Annotated[
-        float, typer.Option("--decode-rate", help="Decode tokens/s per request (timed mode).")
+        float,
+        typer.Option(
+            "--decode-rate",
+            callback=in_range(above=0),
+            help="Decode tokens/s per request (timed mode).",
+        ),
     ] = 50.0,
     ttft_overhead_ms: Annotated[
         float | None,
-        typer.Option("--ttft-overhead-ms", help="TTFT fixed overhead (ms; default 55)."),
+        typer.Option(
+            "--ttft-overhead-ms", callback=in_range(0), help="TTFT fixed overhead (ms; default 55)."
+        ),
     ] = None,
     ttft_ms_per_token: Annotated[
         float | None,
         typer.Option(
-            "--ttft-ms-per-token", help="TTFT cost per uncached token (ms; default 0.05)."
+            "--ttft-ms-per-token",
+            callback=in_range(0),
+            help="TTFT cost per uncached token (ms; default 0.05).",
         ),
     ] = None,
     ttft_ms_per_pair: Annotated[
         float | None,
-        typer.Option("--ttft-ms-per-pair", help="TTFT cost per query-key pair (ms; default 1e-6)."),
+        typer.Option(
+            "--ttft-ms-per-pair",
+            callback=in_range(0),
+            help="TTFT cost per query-key pair (ms; default 1e-6).",
+        ),
     ] = None,
     calibration: Annotated[
         str | None,
@@ -102,41 +128,55 @@ def replay_command(
         ),
     ] = None,
     repeat: Annotated[
-        int, typer.Option("--repeat", min=1, max=1000, help="--engine: runs; medians reported.")
+        int,
+        typer.Option(
+            "--repeat", callback=in_range(1, 1000), help="--engine: runs; medians reported."
+        ),
     ] = 1,
     time_scale: Annotated[
         float,
         typer.Option(
             "--time-scale",
+            callback=in_range(minimum=0),
             help="--engine timed, --endpoint: multiply the trace's gaps between arrivals.",
         ),
     ] = 1.0,
     max_output_tokens: Annotated[
         int | None,
         typer.Option(
-            "--max-output-tokens", min=1, help="--engine, --endpoint: cap each output length."
+            "--max-output-tokens",
+            callback=in_range(1),
+            help="--engine, --endpoint: cap each output length.",
         ),
     ] = None,
     max_prompt_tokens: Annotated[
         int | None,
         typer.Option(
-            "--max-prompt-tokens", min=1, help="--engine: keep each prompt's first N tokens."
+            "--max-prompt-tokens",
+            callback=in_range(1),
+            help="--engine: keep each prompt's first N tokens.",
         ),
     ] = None,
     warmup: Annotated[
         int,
         typer.Option(
-            "--warmup", min=0, max=100, help="--engine: warm-up rounds before timing (0: none)."
+            "--warmup",
+            callback=in_range(0, 100),
+            help="--engine: warm-up rounds before timing (0: none).",
         ),
     ] = 2,
     limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Replay the first N requests only.")
+        int | None,
+        typer.Option("--limit", callback=in_range(1), help="Replay the first N requests only."),
     ] = None,
     capacity_sweep: Annotated[
         bool, typer.Option("--capacity-sweep", help="Replay at several cache sizes.")
     ] = False,
     sweep_points: Annotated[
-        int, typer.Option("--sweep-points", min=2, max=1000, help="Cache sizes in the sweep.")
+        int,
+        typer.Option(
+            "--sweep-points", callback=in_range(2, 1000), help="Cache sizes in the sweep."
+        ),
     ] = 8,
     plot: Annotated[
         str | None,
@@ -155,7 +195,11 @@ def replay_command(
     ] = "auto",
     trace_block_size: Annotated[
         int | None,
-        typer.Option("--trace-block-size", min=1, help="Tokens per hash id (hash-id traces)."),
+        typer.Option(
+            "--trace-block-size",
+            callback=in_range(1, MAX_BLOCK_SIZE),
+            help="Tokens per hash id (hash-id traces).",
+        ),
     ] = None,
     tokenizer: TokenizerOpt = None,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,

@@ -43,6 +43,17 @@ def load_prompt_ids(path: str) -> list[list[int]]:
     return value
 
 
+def _check_prompts(prompt_ids: list[list[int]], source: str, model: str, vocab: int) -> None:
+    for index, prompt in enumerate(prompt_ids):
+        for token in prompt:
+            if not 0 <= token < vocab:
+                raise InputError(
+                    source,
+                    f"prompt {index}: token id {token} is outside the vocabulary of {model}"
+                    f" (0 to {vocab - 1})",
+                )
+
+
 class PromptCodec:
     """Text <-> token ids for a model: its tokenizer.json, else cl100k or UTF-8 bytes by vocab."""
 
@@ -53,7 +64,13 @@ class PromptCodec:
         if tokenizer_file.is_file():
             from tokenizers import Tokenizer
 
-            self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            from pcache.files import read_text
+
+            text = read_text(tokenizer_file, what="tokenizer.json")
+            try:
+                self.tokenizer = Tokenizer.from_str(text)
+            except Exception as error:  # the tokenizers library raises its own Exception
+                raise EngineError(f"{tokenizer_file}: not a loadable tokenizer: {error}") from None
         elif vocab_size >= 100277:
             from pcache.prompt.tiktoken_offline import get_encoding
 
@@ -83,8 +100,13 @@ def generate(
     max_new_tokens: int,
     engine: str = "cpu",
     prefix_cache: bool = True,
+    prompt_source: str = "--prompt-ids",
 ) -> GenerateResult:
-    """Run the prompts as one batch through a fresh engine, greedy, to max_new_tokens."""
+    """Run the prompts as one batch through a fresh engine, greedy, to max_new_tokens.
+
+    Every limit (vocabulary, positions, memory) is checked before anything big is allocated;
+    `prompt_source` names where `prompt_ids` came from in messages.
+    """
     from pcache.engine.config import EngineConfig
     from pcache.engine.engine import Engine
     from pcache.engine.loader import resolve_model_config
@@ -102,6 +124,14 @@ def generate(
         if not prompt_ids[0]:
             raise EngineError("--prompt encodes to no tokens")
     assert prompt_ids is not None
+    _check_prompts(prompt_ids, prompt_source, model, model_config.vocab_size)
+    longest = max(len(p) for p in prompt_ids) + max_new_tokens
+    positions = model_config.max_position_embeddings
+    if longest > positions:  # positions before memory: the model cannot hold the sequence
+        raise EngineError(
+            f"{longest - max_new_tokens} prompt tokens + {max_new_tokens} new tokens exceed"
+            f" the {positions} positions of {model}"
+        )
     block_size = 16
     needed = sum(-(-(len(p) + max_new_tokens) // block_size) for p in prompt_ids) * block_size
     config = EngineConfig(
@@ -109,6 +139,7 @@ def generate(
         device="cuda" if engine == "gpu" else "cpu",
         block_size=block_size,
         kv_cache_tokens=needed,
+        max_model_len=longest,
         enable_prefix_caching=prefix_cache,
     )
     runtime = Engine(config)

@@ -37,11 +37,23 @@ def available_host_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def plan_num_blocks(config: EngineConfig, model: ModelConfig, dtype: torch.dtype) -> int:
-    """How many KV blocks (null block included) to allocate; too little memory raises."""
+def rotary_bytes(max_positions: int, head_dim: int) -> int:
+    """Peak bytes of building the rotary cos/sin tables (fp32 [max_positions, head_dim] each,
+    plus the half-width angle tables they are made from): at most 4 tables' worth."""
+    return 4 * max_positions * head_dim * 4
+
+
+def plan_num_blocks(
+    config: EngineConfig, model: ModelConfig, dtype: torch.dtype, max_positions: int
+) -> int:
+    """How many KV blocks (null block included) to allocate; too little memory raises.
+
+    Everything allocated is counted before anything is: weights, rotary tables for
+    `max_positions`, activations (GPU) and the KV cache itself.
+    """
     element = dtype_bytes(dtype)
     block_bytes = model.kv_bytes_per_token(element) * config.block_size
-    weight_bytes = model.num_parameters() * element
+    weight_bytes = model.num_parameters() * element + rotary_bytes(max_positions, model.head_dim)
     if config.is_cuda:
         free, total = torch.cuda.mem_get_info(torch.device(config.device))
         budget = int(total * config.gpu_memory_utilization) - (total - free) - weight_bytes
@@ -62,7 +74,7 @@ def plan_num_blocks(config: EngineConfig, model: ModelConfig, dtype: torch.dtype
         raise EngineError(
             f"too little memory for the KV cache: {num_blocks} blocks of {config.block_size}"
             f" tokens need {needed / GIB:.2f} GiB beside {weight_bytes / GIB:.2f} GiB of"
-            f" weights, {where}"
+            f" weights and rotary tables ({max_positions} positions), {where}"
         )
     return num_blocks
 

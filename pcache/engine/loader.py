@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -26,12 +25,11 @@ def resolve_model_config(model: str) -> tuple[ModelConfig, Path | None]:
             f"{model}: not a model directory nor a preset (presets: {', '.join(PRESETS)})"
         )
     config_path = directory / "config.json"
-    if not config_path.is_file():
+    if not config_path.exists():
         raise EngineError(f"{config_path}: no config.json in the model directory")
-    try:
-        data = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as failure:
-        raise EngineError(f"{config_path}: cannot read config ({failure})") from None
+    from pcache.prompt.loading import parse_json, read_bytes
+
+    data = parse_json(read_bytes(config_path), str(config_path))
     if not isinstance(data, dict):
         raise EngineError(f"{config_path}: expected a JSON object")
     return model_config_from_dict(data, str(config_path)), directory

@@ -13,6 +13,65 @@ ARCHITECTURES = {
     "Qwen3ForCausalLM": "qwen3",
 }
 ROPE_TYPES = ("default", "linear", "llama3")
+MAX_DIMENSION = 1 << 31
+"""No dimension of a real model comes near this; a bigger one is a broken config."""
+_DIMENSIONS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "max_position_embeddings",
+)
+_POSITIVE_REALS = ("rms_norm_eps", "rope_theta")
+
+
+def _check_numbers(data: dict[str, Any], source: str) -> None:
+    """Every number the engine sizes or computes with: an integer in range, or finite > 0."""
+    from pcache.errors import UsageError
+    from pcache.numbers import check_number
+
+    for key in _DIMENSIONS + _POSITIVE_REALS:
+        value = data.get(key)
+        if value is None:
+            continue
+        integer = key in _DIMENSIONS
+        if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+            kind = "an integer" if integer else "a number"
+            raise EngineError(f"{source}: {key} must be {kind}, got {value!r}")
+        try:
+            if integer:
+                check_number(key, value, minimum=1, maximum=MAX_DIMENSION)
+            else:
+                check_number(key, value, above=0)
+        except UsageError as failure:
+            raise EngineError(f"{source}: {failure}") from None
+    rope = data.get("rope_parameters") or data.get("rope_scaling")
+    if rope is not None and not isinstance(rope, dict):
+        raise EngineError(f"{source}: rope_scaling must be an object, got {rope!r}")
+    eos = data.get("eos_token_id")
+    eos_ids = eos if isinstance(eos, list) else [eos]
+    if eos is not None and not all(type(i) is int and i >= 0 for i in eos_ids):
+        raise EngineError(f"{source}: eos_token_id must be a token id or a list of them")
+    architectures = data.get("architectures")
+    if architectures is not None and not (
+        isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)
+    ):
+        raise EngineError(f"{source}: architectures must be a list of names")
+    heads = data.get("num_attention_heads")
+    kv_heads = data.get("num_key_value_heads") or heads
+    if heads and kv_heads and heads % kv_heads:
+        raise EngineError(
+            f"{source}: num_attention_heads ({heads}) must be a multiple of"
+            f" num_key_value_heads ({kv_heads})"
+        )
+    hidden, head_dim = data.get("hidden_size"), data.get("head_dim")
+    if head_dim is None and hidden and heads:
+        head_dim = hidden // heads
+    if head_dim is not None and (head_dim < 2 or head_dim % 2):
+        raise EngineError(f"{source}: head_dim must be even and at least 2, got {head_dim}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +128,7 @@ class ModelConfig:
 
 def model_config_from_dict(data: dict[str, Any], source: str = "config.json") -> ModelConfig:
     """Validate a `config.json` dictionary; unsupported models raise EngineError."""
+    _check_numbers(data, source)
     architectures = data.get("architectures") or []
     family = ARCHITECTURES.get(architectures[0]) if architectures else None
     if family is None:
@@ -109,10 +169,10 @@ def model_config_from_dict(data: dict[str, Any], source: str = "config.json") ->
             mlp_bias=bool(data.get("mlp_bias", False)),
             eos_token_ids=eos_ids,
         )
-    except (KeyError, TypeError, ValueError, AssertionError) as failure:
-        raise EngineError(
-            f"{source}: invalid model config ({type(failure).__name__}: {failure})"
-        ) from None
+    except KeyError as failure:
+        raise EngineError(f"{source}: missing {failure.args[0]!r}") from None
+    except (TypeError, ValueError, AssertionError) as failure:
+        raise EngineError(f"{source}: invalid model config ({failure})") from None
     if rope_type not in ROPE_TYPES:
         raise EngineError(
             f"{source}: unsupported rope_type {rope_type!r} (supported: {', '.join(ROPE_TYPES)})"

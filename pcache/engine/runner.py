@@ -48,7 +48,7 @@ class ModelRunner:
         )
         self.block_size = config.block_size
         # memory first: refuse before allocating anything big
-        self.num_blocks = plan_num_blocks(config, self.model_config, self.dtype)
+        self.num_blocks = plan_num_blocks(config, self.model_config, self.dtype, self.max_model_len)
         torch.manual_seed(config.seed)
         self.model = build_model(self.model_config, self.dtype, self.device, self.max_model_len)
         if directory is None:

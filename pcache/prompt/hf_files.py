@@ -43,7 +43,10 @@ def locate_model_files(name_or_path: str) -> ModelFiles:
     if path.exists():
         return _local_files(path, name_or_path)
     if not _HUB_ID.match(name_or_path) or name_or_path.startswith((".", "~")):
-        raise TokenizerError(f"{name_or_path}: no such directory (and not a Hugging Face model id)")
+        raise TokenizerError(
+            f"{name_or_path}: no such directory, not a Hugging Face model id, and not a built-in"
+            f" tokenizer ({built_in_names()})"
+        )
     return _hub_files(name_or_path)
 
 
@@ -51,10 +54,16 @@ def _local_files(path: Path, label: str) -> ModelFiles:
     if not path.is_dir():
         raise TokenizerError(f"{label}: a tokenizer must be a directory holding {TOKENIZER_FILE}")
     tokenizer = path / TOKENIZER_FILE
-    if not tokenizer.is_file():
+    if not tokenizer.exists():
         raise TokenizerError(f"{label}: no {TOKENIZER_FILE} in this directory")
-    optional = [path / name if (path / name).is_file() else None for name in OPTIONAL_FILES]
+    optional = [path / name if (path / name).exists() else None for name in OPTIONAL_FILES]
     return ModelFiles(path.resolve().name or label, tokenizer, *optional)
+
+
+def built_in_names() -> str:
+    from pcache.prompt.tiktoken_offline import ENCODINGS
+
+    return ", ".join(("gpt-oss", *ENCODINGS))
 
 
 def hub_offline() -> bool:
@@ -77,8 +86,9 @@ def _hub_files(repo_id: str) -> ModelFiles:
         return ModelFiles(repo_id, tokenizer, *(cached(name) for name in OPTIONAL_FILES))
     if hub_offline():
         raise TokenizerError(
-            f"{repo_id}: no such directory, and this model is not in the local Hugging Face"
-            " cache while HF_HUB_OFFLINE is set (download its tokenizer files first)"
+            f"{repo_id}: not a built-in tokenizer ({built_in_names()}), no such directory, and"
+            " not in the local Hugging Face cache while HF_HUB_OFFLINE is set (download its"
+            " tokenizer files first)"
         )
     _probe_hub(repo_id)
     return _download(repo_id)
@@ -108,8 +118,8 @@ def _probe_hub(repo_id: str) -> None:
     probe.join(PROBE_TIMEOUT_S + 0.5)
     if failure:
         raise TokenizerError(
-            f"{repo_id}: not in the local Hugging Face cache, and {host} cannot be reached"
-            f" ({failure[0]})"
+            f"{repo_id}: not a built-in tokenizer ({built_in_names()}), not in the local Hugging"
+            f" Face cache, and {host} cannot be reached ({failure[0]})"
         )
 
 

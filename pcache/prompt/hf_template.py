@@ -14,8 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pcache.errors import InputError, TokenizerError
+from pcache.errors import InputError, RequestTemplateError, TokenizerError
+from pcache.files import read_input, read_text
 from pcache.prompt.chat_jinja import (
+    TemplateLimitExceeded,
     TemplateRaised,
     make_environment,
     pinned_date,
@@ -107,14 +109,21 @@ class HFTemplateRenderer:
         try:
             text = render_messages(request.messages)
         except TemplateRaised as error:
-            raise TokenizerError(
-                f"{request.label}: the {self.label} chat template refused the request:"
-                f" {_one_line(error)}"
+            raise RequestTemplateError(
+                request.source,
+                f"the {self.label} chat template refused the request: {_one_line(error)}",
+                request.line,
+            ) from None
+        except TemplateLimitExceeded as error:
+            raise RequestTemplateError(
+                request.source, f"{self.label}: {error}", request.line
             ) from None
         except Exception as error:  # errors inside an untrusted template are input problems
-            raise TokenizerError(
-                f"{request.label}: the {self.label} chat template failed:"
-                f" {type(error).__name__}: {_one_line(error)}"
+            raise RequestTemplateError(
+                request.source,
+                f"the {self.label} chat template failed: {type(error).__name__}:"
+                f" {_one_line(error)}",
+                request.line,
             ) from None
         return text, DeferredSpans(text, request, render_messages)
 
@@ -138,7 +147,7 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     from tokenizers import Tokenizer
 
     files = locate_model_files(name_or_path)
-    data = files.tokenizer.read_bytes()
+    data = read_input(files.tokenizer, what="tokenizer.json")
     try:
         tokenizer = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as error:
@@ -172,9 +181,7 @@ def template_calls_clock(renderer: Renderer, request: Request | None = None) -> 
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
-        raise TokenizerError(f"{path}: cannot read: {_one_line(error)}") from None
+        value = json.loads(read_text(path, what="JSON file"))
     except json.JSONDecodeError as error:
         raise TokenizerError(f"{path}:{error.lineno}:{error.colno}: {error.msg}") from None
     if not isinstance(value, dict):
@@ -185,10 +192,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _templates(files: ModelFiles, config: dict[str, Any]) -> dict[str, str]:
     """The chat templates, as transformers reads them: the .jinja file wins over the config."""
     if files.template is not None:
-        try:
-            return {"default": files.template.read_text(encoding="utf-8")}
-        except (OSError, UnicodeDecodeError) as error:
-            raise TokenizerError(f"{files.template}: cannot read: {_one_line(error)}") from None
+        return {"default": read_text(files.template, what="chat template")}
     value = config.get("chat_template")
     if isinstance(value, str):
         return {"default": value}

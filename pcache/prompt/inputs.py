@@ -14,7 +14,7 @@ from typing import Any
 
 from pcache.errors import InputError
 from pcache.prompt.loading import Document, display_name, iter_documents
-from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.request import Request, request_from_document, request_of
 
 MEMORY = "<memory>"
 
@@ -40,8 +40,9 @@ def _is_single(items: Any) -> bool:
 
 def iter_inputs(
     items: Any, source: str = MEMORY
-) -> Iterator[Request | tuple[str, int | None, Any]]:
-    """Each `Request` given, and (source, line, JSON value) for everything else, in order.
+) -> Iterator[Request | Document | tuple[str, int | None, Any]]:
+    """Each `Request` given, each `Document` of a path (errors in it point at line:column),
+    and (source, line, JSON value) for everything else, in order.
 
     One in-memory value has no line; values of a sequence are numbered from 1.
     """
@@ -52,7 +53,7 @@ def iter_inputs(
         elif is_path(item):
             for document in iter_documents(item):
                 assert isinstance(document, Document)
-                yield document.source, document.line, document.value
+                yield document
         else:
             yield source, None if single else count, plain(item)
 
@@ -60,7 +61,12 @@ def iter_inputs(
 def iter_requests(items: Any, source: str = MEMORY) -> Iterator[Request]:
     """Every request in `items` (one item or a sequence; see the module docstring), in order."""
     for entry in iter_inputs(items, source):
-        yield entry if isinstance(entry, Request) else request_from_document(entry[2], *entry[:2])
+        if isinstance(entry, Request):
+            yield entry
+        elif isinstance(entry, Document):
+            yield request_of(entry)
+        else:
+            yield request_from_document(entry[2], *entry[:2])
 
 
 def requests_from(items: Any, source: str = MEMORY) -> list[Request]:
@@ -81,6 +87,10 @@ def one_request(item: Any, source: str = MEMORY) -> Request:
 def values_from(items: Any, source: str = MEMORY) -> list[Any]:
     """The JSON value of every request in `items` (a `Request` gives its body)."""
     return [
-        entry.raw if isinstance(entry, Request) else entry[2]
+        entry.raw
+        if isinstance(entry, Request)
+        else entry.value
+        if isinstance(entry, Document)
+        else entry[2]
         for entry in iter_inputs(items, source)
     ]

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from pcache.errors import InputError
+from pcache.files import MAX_INPUT_BYTES, display_name, line_and_column, open_input, read_input
 
-MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+MAX_DOCUMENT_BYTES = MAX_INPUT_BYTES
 SNIFF_BYTES = 8192
+BOM = b"\xef\xbb\xbf"
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,45 +30,31 @@ class Document:
     source: str
     line: int | None
     value: Any
+    raw: bytes | None = None
+    """The JSON text of this document (of its line in a JSONL file), to locate errors in."""
 
+    def locate(self, failure: InputError) -> InputError:
+        """Give an error about a value of this document (its `json_path`) a line and column."""
+        if self.raw is None or failure.json_path is None or failure.column is not None:
+            return failure
+        from pcache.prompt.json_positions import JsonPositions
 
-def display_name(path: str | os.PathLike[str]) -> str:
-    return "<stdin>" if str(path) == "-" else str(path)
-
-
-def _check_regular_file(path: Path, source: str, max_bytes: int) -> int:
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise InputError(source, "no such file") from None
-    except PermissionError:
-        raise InputError(source, "permission denied") from None
-    except OSError as error:
-        raise InputError(source, error.strerror or "cannot read file") from None
-    if path.is_dir():
-        raise InputError(source, "is a directory, expected a JSON or JSONL file")
-    if info.st_size > max_bytes:
-        raise InputError(
-            source,
-            f"file is too large ({info.st_size / 2**20:.0f} MiB > {max_bytes / 2**20:.0f} MiB);"
-            " split it or use a .jsonl file",
-        )
-    return info.st_size
+        try:
+            line, column = JsonPositions(self.raw.decode("utf-8")).locate(failure.json_path)
+        except (UnicodeDecodeError, ValueError, IndexError):
+            return failure
+        if self.line is None:
+            failure.line = line
+        elif line != 1:  # a line of a JSONL file holds one JSON line
+            return failure
+        failure.column = column
+        return failure
 
 
 def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
     """Read a whole input file ('-' is stdin), refusing binary, empty and oversized input."""
     source = display_name(path)
-    if str(path) == "-":
-        data = sys.stdin.buffer.read(max_bytes + 1)
-        if len(data) > max_bytes:
-            raise InputError(source, f"input is larger than {max_bytes / 2**20:.0f} MiB")
-    else:
-        _check_regular_file(Path(path), source, max_bytes)
-        try:
-            data = Path(path).read_bytes()
-        except OSError as error:
-            raise InputError(source, error.strerror or "cannot read file") from None
+    data = read_input(path, max_bytes=max_bytes, what="JSON or JSONL file")
     _check_text(data[:SNIFF_BYTES], source)
     if not data.strip():
         raise InputError(source, "file is empty, expected a JSON request")
@@ -70,19 +62,42 @@ def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_DOCUMENT_BYTES
 
 
 def _check_text(head: bytes, source: str) -> None:
+    """UTF-16 and UTF-32 text are named as such; other NUL bytes mean a binary file."""
+    for mark, encoding in _WIDE_BOMS:
+        if head.startswith(mark):
+            raise InputError(source, _wide_text(encoding))
     if b"\x00" in head:
+        half = len(head) // 2
+        if half and max(head[0::2].count(0), head[1::2].count(0)) >= 0.9 * half:
+            raise InputError(source, _wide_text("UTF-16"))
         raise InputError(source, "binary file, expected JSON text")
+
+
+def _wide_text(encoding: str) -> str:
+    return f"is {encoding} text; pcache reads UTF-8 (convert it: iconv -f {encoding} -t UTF-8)"
 
 
 def parse_json(data: bytes, source: str, line: int | None = None) -> Any:
     """Parse one JSON document; errors name source:line:column."""
     try:
-        return orjson.loads(data)
+        return orjson.loads(data[3:] if data.startswith(BOM) else data)
     except orjson.JSONDecodeError as error:
-        message = str(error.msg)
-        if line is not None:  # a JSONL line: the line is the file's, the column the line's
-            raise InputError(source, f"invalid JSON: {message}", line, error.colno) from None
-        raise InputError(source, f"invalid JSON: {message}", error.lineno, error.colno) from None
+        raise json_error(data, error, source, line) from None
+
+
+def json_error(
+    data: bytes, error: orjson.JSONDecodeError, source: str, line: int | None = None
+) -> InputError:
+    """The InputError of a failed parse, at the right place: orjson reports invalid UTF-8 at
+    1:1, so that place is found in the bytes; a JSONL line gives the file's line number."""
+    message, found_line, column = f"invalid JSON: {error.msg}", error.lineno, error.colno
+    if "UTF-8" in error.msg and "BOM" not in error.msg:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as failure:
+            found_line, column = line_and_column(data, failure.start)
+            message = "invalid UTF-8 (expected UTF-8 text)"
+    return InputError(source, message, found_line if line is None else line, column)
 
 
 def is_jsonl_name(path: str | os.PathLike[str]) -> bool:
@@ -99,37 +114,40 @@ def iter_documents(
     """
     source = display_name(path)
     if str(path) != "-" and is_jsonl_name(path):
-        yield from _iter_jsonl_file(Path(path), source, skip_errors)
+        yield from _iter_jsonl_file(path, source, skip_errors)
         return
     data = read_bytes(path)
+    body = data[3:] if data.startswith(BOM) else data
     try:
-        yield Document(source, None, orjson.loads(data))
+        yield Document(source, None, orjson.loads(body), body)
         return
     except orjson.JSONDecodeError as error:
         first_error = error
-    lines = data.splitlines()
+    lines = body.splitlines()
     if len([raw for raw in lines if raw.strip()]) > 1 and lines[0].strip().startswith(b"{"):
         try:
             parsed = [
-                (number, orjson.loads(raw)) for number, raw in enumerate(lines, 1) if raw.strip()
+                (number, orjson.loads(raw), raw)
+                for number, raw in enumerate(lines, 1)
+                if raw.strip()
             ]
         except orjson.JSONDecodeError:
             parsed = None
         if parsed is not None:
-            for number, value in parsed:
-                yield Document(source, number, value)
+            for number, value, raw in parsed:
+                yield Document(source, number, value, raw)
             return
-    raise InputError(
-        source, f"invalid JSON: {first_error.msg}", first_error.lineno, first_error.colno
-    )
+    raise json_error(body, first_error, source)
 
 
-def _iter_jsonl_file(path: Path, source: str, skip_errors: bool) -> Iterator[Document | InputError]:
-    for entry in iter_json_lines(path, skip_errors=skip_errors):
+def _iter_jsonl_file(
+    path: str | os.PathLike[str], source: str, skip_errors: bool
+) -> Iterator[Document | InputError]:
+    for entry in _json_lines(path, skip_errors, keep_raw=True):
         if isinstance(entry, InputError):
             yield entry
         else:
-            yield Document(source, entry[0], entry[1])
+            yield Document(source, *entry)
 
 
 def iter_json_lines(
@@ -140,35 +158,53 @@ def iter_json_lines(
     The streaming core of `iter_documents` for .jsonl files (no `Document` per line, for
     traces of millions of lines); with skip_errors, a bad line yields its InputError.
     """
+    return _json_lines(path, skip_errors, keep_raw=False)
+
+
+def _json_lines(path, skip_errors: bool, keep_raw: bool) -> Iterator[tuple | InputError]:
     source = display_name(path)
-    file = Path(path)
-    _check_regular_file(file, source, max_bytes=2**62)
-    try:
-        handle = file.open("rb")
-    except OSError as error:
-        raise InputError(source, error.strerror or "cannot read file") from None
-    loads, decode_error = orjson.loads, orjson.JSONDecodeError
-    with handle:
+    with open_input(path, max_bytes=None, what="JSONL file") as (handle, size):
         head = handle.read(SNIFF_BYTES)
         _check_text(head, source)
         handle.seek(0)
-        seen_any = False
-        for number, raw in enumerate(handle, 1):
-            try:
-                value = loads(raw)
-            except decode_error as error:
-                if not raw.strip():
-                    continue
-                seen_any = True
-                failure = InputError(source, f"invalid JSON: {error.msg}", number, error.colno)
-                if not skip_errors:
-                    raise failure from None
-                yield failure
+        if head.startswith(BOM):
+            handle.seek(len(BOM))
+        long_lines = size is None or size > MAX_DOCUMENT_BYTES
+        lines = _bounded_lines(handle, source) if long_lines else handle
+        yield from _parse_lines(lines, source, skip_errors, keep_raw)
+
+
+def _bounded_lines(handle, source: str) -> Iterator[bytes]:
+    """The lines of a file too large to hold one line of any length in memory."""
+    number = 0
+    while raw := handle.readline(MAX_DOCUMENT_BYTES + 1):
+        number += 1
+        if len(raw) > MAX_DOCUMENT_BYTES:
+            raise InputError(source, f"line longer than {MAX_DOCUMENT_BYTES // 2**20} MiB", number)
+        yield raw
+
+
+def _parse_lines(
+    lines, source: str, skip_errors: bool, keep_raw: bool
+) -> Iterator[tuple | InputError]:
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+    seen_any = False
+    for number, raw in enumerate(lines, 1):
+        try:
+            value = loads(raw)
+        except decode_error as error:
+            if not raw.strip():
                 continue
             seen_any = True
-            yield number, value
-        if not seen_any:
-            raise InputError(source, "file is empty, expected JSON lines")
+            failure = json_error(raw, error, source, number)
+            if not skip_errors:
+                raise failure from None
+            yield failure
+            continue
+        seen_any = True
+        yield (number, value, raw) if keep_raw else (number, value)
+    if not seen_any:
+        raise InputError(source, "file is empty, expected JSON lines")
 
 
 def iter_values(

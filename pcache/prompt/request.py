@@ -8,6 +8,7 @@ Accepted shapes (auto-detected): OpenAI Chat Completions bodies, OpenAI Batch AP
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import orjson
 
 from pcache.errors import InputError
+from pcache.prompt.fields import Where, json_kind
+from pcache.prompt.loading import Document
 
 KIND_OPENAI = "openai"
 KIND_ANTHROPIC = "anthropic"
@@ -79,60 +82,90 @@ def tool_names(request: Request) -> list[str]:
     return [tool_name(tool) for tool in request.tools]
 
 
+ROLES = ("system", "developer", "user", "assistant", "tool", "function", "ipython")
+"""Roles of OpenAI-shaped messages."""
+ANTHROPIC_ROLES = ("user", "assistant", "system")
+"""Roles of Anthropic messages (`system` is also accepted inline, as some clients send it)."""
+_TEXT_KEYS = ("name", "tool_call_id")
+_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+
+
+def request_of(document: Document) -> Request:
+    """`request_from_document` of a loaded document; errors point at line:column."""
+    try:
+        return request_from_document(document.value, document.source, document.line)
+    except InputError as failure:
+        raise document.locate(failure) from None
+
+
 def request_from_document(value: Any, source: str, line: int | None = None) -> Request:
-    """Detect the shape of a parsed JSON value and normalize it."""
+    """Detect the shape of a parsed JSON value, check every field pcache reads, normalize it."""
+    where = Where(source, line)
     if not isinstance(value, dict):
-        raise InputError(source, f"expected a JSON object, got {type(value).__name__}", line)
+        raise where.expect(value, "", "a JSON object (a request)")
     body, prefix = value, ""
-    if isinstance(value.get("body"), dict) and ("custom_id" in value or "url" in value):
-        body, prefix = value["body"], "body"
+    if "body" in value and ("custom_id" in value or "url" in value):
+        body, prefix = where.object(value, "body", "body") or {}, "body"
     elif isinstance(value.get("request"), dict) and "messages" not in value:
         body, prefix = value["request"], "request"
+    where.check_nesting(value)
+    where = Where(source, line, prefix)
     request = Request(source=source, line=line, kind="", raw=body, path_prefix=prefix)
-    _read_sidecar(request, value, body)
+    _read_sidecar(request, value, body, where)
     if "token_ids" in body:
-        _load_token_ids(request, body)
+        request.kind = KIND_TOKEN_IDS
+        request.token_ids = where.token_ids(body["token_ids"], "token_ids")
     elif "prompt" in body and "messages" not in body:
         if not isinstance(body["prompt"], str):
-            raise InputError(source, "`prompt` must be a string", line)
+            raise where.expect(body["prompt"], "prompt", "a string")
         request.kind, request.prompt = KIND_PROMPT, body["prompt"]
-    elif isinstance(body.get("messages"), list):
+    elif "messages" in body:
+        messages = body["messages"]
+        if not isinstance(messages, list):
+            raise where.expect(messages, "messages", "a list of messages")
+        where.items(messages, "messages", "a message object")
         if _looks_anthropic(body):
-            _load_anthropic(request, body)
+            _load_anthropic(request, body, where)
         else:
-            _load_openai(request, body)
+            _load_openai(request, body, where)
     else:
         keys = ", ".join(list(body)[:6]) or "none"
-        raise InputError(
-            source,
+        raise where.error(
+            "",
             "unknown request shape (expected `messages`, `prompt` or `token_ids`;"
             f" found keys: {keys})",
-            line,
         )
-    request.model = body.get("model") if isinstance(body.get("model"), str) else None
-    salt = body.get("cache_salt")
-    request.cache_salt = salt if isinstance(salt, str) and salt else None
+    request.model = where.string(body, "model", "model")
+    salt = where.string(body, "cache_salt", "cache_salt")
+    request.cache_salt = salt or None
     return request
 
 
-def _read_sidecar(request: Request, outer: dict[str, Any], body: dict[str, Any]) -> None:
+def _read_sidecar(
+    request: Request, outer: dict[str, Any], body: dict[str, Any], where: Where
+) -> None:
     for holder in (body, outer):
+        at = Where(where.source, where.line, where.prefix if holder is body else "")
         for key in SIDECAR_KEYS:
             if key in holder and getattr(request, key) is None:
                 value = holder[key]
-                if key == "timestamp":
+                if key == "timestamp" and value is not None:
                     request.timestamp = parse_timestamp(value)
-                elif key == "session_id" and value is not None:
-                    request.session_id = str(value)
-                elif key == "output_length" and isinstance(value, int):
-                    request.output_length = value
-                elif key == "usage" and isinstance(value, dict):
-                    request.usage = value
-    metadata = body.get("metadata")
-    if request.session_id is None and isinstance(metadata, dict):
+                    if request.timestamp is None:
+                        raise at.expect(
+                            value, key, "milliseconds (a number) or an ISO 8601 date and time"
+                        )
+                elif key == "session_id":
+                    request.session_id = at.identifier(holder, key, key)
+                elif key == "output_length":
+                    request.output_length = at.count(holder, key, key)
+                elif key == "usage":
+                    request.usage = at.object(holder, key, key)
+    metadata = where.object(body, "metadata", "metadata")
+    if request.session_id is None and metadata is not None:
         for key in ("session_id", "conversation_id", "thread_id"):
             if metadata.get(key) is not None:
-                request.session_id = str(metadata[key])
+                request.session_id = where.identifier(metadata, key, f"metadata.{key}")
                 break
 
 
@@ -140,11 +173,12 @@ _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 
 
 def parse_timestamp(value: Any) -> float | None:
-    """Timestamps in milliseconds (numbers) or ISO 8601 strings, returned as milliseconds."""
+    """Timestamps in milliseconds (finite numbers) or ISO 8601 strings, returned as ms."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        return float(value)
+        stamp = float(value) if abs(value) < 1e300 else math.inf
+        return stamp if math.isfinite(stamp) else None
     if isinstance(value, str) and _ISO.match(value):
         from datetime import datetime, timezone
 
@@ -157,17 +191,6 @@ def parse_timestamp(value: Any) -> float | None:
             moment = moment.replace(tzinfo=timezone.utc)
         return moment.timestamp() * 1000.0
     return None
-
-
-def _load_token_ids(request: Request, body: dict[str, Any]) -> None:
-    ids = body["token_ids"]
-    if not isinstance(ids, list) or not all(
-        isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids
-    ):
-        raise InputError(
-            request.source, "`token_ids` must be a list of non-negative integers", request.line
-        )
-    request.kind, request.token_ids = KIND_TOKEN_IDS, ids
 
 
 def _looks_anthropic(body: dict[str, Any]) -> bool:
@@ -187,13 +210,18 @@ def _looks_anthropic(body: dict[str, Any]) -> bool:
     return False
 
 
-def _text_of_parts(parts: list[Any]) -> tuple[str, int | None]:
-    """Join text parts with newlines (as vLLM does); also return the index of a single part."""
-    texts = [
-        (index, part["text"])
-        for index, part in enumerate(parts)
-        if isinstance(part, dict) and isinstance(part.get("text"), str)
-    ]
+def _text_of_parts(parts: list[Any], path: str, where: Where) -> tuple[str, int | None]:
+    """Join text parts with newlines (as vLLM does); also return the index of a single part.
+
+    Parts must be objects; a `text` part's `text` must be a string. Other parts (images,
+    audio, files) hold no text.
+    """
+    texts = []
+    for index, part in enumerate(where.items(parts, path, "a content part object")):
+        if part.get("type", "text") == "text" or "text" in part:
+            text = where.string(part, "text", f"{path}[{index}].text")
+            if text is not None:
+                texts.append((index, text))
     if len(texts) == 1:
         return texts[0][1], texts[0][0]
     return "\n".join(text for _, text in texts), None
@@ -209,126 +237,182 @@ def parse_arguments(arguments: Any) -> Any:
     return arguments
 
 
-def _load_openai(request: Request, body: dict[str, Any]) -> None:
+def _role(message: dict[str, Any], path: str, where: Where, roles: tuple[str, ...]) -> str:
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise where.error(
+            f"{path}.role", f"must be a string ({', '.join(roles)}), got {json_kind(role)}"
+        )
+    if role not in roles:
+        raise where.error(f"{path}.role", f"is {role!r}, expected one of {', '.join(roles)}")
+    return role
+
+
+def _load_openai(request: Request, body: dict[str, Any], where: Where) -> None:
     request.kind = KIND_OPENAI
     for index, message in enumerate(body["messages"]):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise InputError(
-                request.source, f"messages[{index}] must be an object with a `role`", request.line
-            )
-        normalized: dict[str, Any] = {"role": message["role"]}
-        request.origins[f"messages[{len(request.messages)}]"] = f"messages[{index}]"
+        path = f"messages[{index}]"
+        normalized: dict[str, Any] = {"role": _role(message, path, where, ROLES)}
+        request.origins[f"messages[{len(request.messages)}]"] = path
         content = message.get("content")
         if isinstance(content, list):
-            text, single = _text_of_parts(content)
+            text, single = _text_of_parts(content, f"{path}.content", where)
             normalized["content"] = text
             if single is not None:
                 request.origins[f"messages[{len(request.messages)}].content"] = (
-                    f"messages[{index}].content[{single}].text"
+                    f"{path}.content[{single}].text"
                 )
+        elif isinstance(content, str):
+            normalized["content"] = content
         elif content is not None:
-            normalized["content"] = content if isinstance(content, str) else str(content)
-        for key in ("name", "tool_call_id", "reasoning_content", "reasoning", "thinking"):
-            if message.get(key) is not None:
-                normalized[key] = message[key]
-        if isinstance(message.get("tool_calls"), list):
-            calls = []
-            for call in message["tool_calls"]:
-                if not isinstance(call, dict):
-                    continue
-                function = dict(call.get("function") or {})
-                if "arguments" in function:
-                    function["arguments"] = parse_arguments(function["arguments"])
-                calls.append({**call, "function": function})
-            normalized["tool_calls"] = calls
+            raise where.expect(
+                content, f"{path}.content", "a string, a list of content parts or null"
+            )
+        for key in _TEXT_KEYS + _REASONING_KEYS:
+            value = where.string(message, key, f"{path}.{key}")
+            if value is not None:
+                normalized[key] = value
+        calls = where.list(message, "tool_calls", f"{path}.tool_calls")
+        if calls is not None:
+            normalized["tool_calls"] = [
+                _openai_tool_call(call, f"{path}.tool_calls[{number}]", where)
+                for number, call in enumerate(
+                    where.items(calls, f"{path}.tool_calls", "a tool call object")
+                )
+            ]
         request.messages.append(normalized)
-    tools = body.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise InputError(request.source, "`tools` must be a list", request.line)
-    for tool in tools or []:
-        if isinstance(tool, dict):
-            request.tools.append(tool)
+    tools = where.list(body, "tools", "tools")
+    for index, tool in enumerate(where.items(tools or [], "tools", "a tool object")):
+        function = where.object(tool, "function", f"tools[{index}].function")
+        if function is not None:
+            _check_function(function, f"tools[{index}].function", where)
+        request.tools.append(tool)
 
 
-def _load_anthropic(request: Request, body: dict[str, Any]) -> None:
+def _openai_tool_call(call: dict[str, Any], path: str, where: Where) -> dict[str, Any]:
+    where.identifier(call, "id", f"{path}.id")
+    function = dict(where.object(call, "function", f"{path}.function") or {})
+    where.string(function, "name", f"{path}.function.name")
+    if "arguments" in function:
+        arguments = function["arguments"]
+        if not isinstance(arguments, str | dict):
+            raise where.expect(
+                arguments, f"{path}.function.arguments", "a JSON string or an object"
+            )
+        function["arguments"] = parse_arguments(arguments)
+        if isinstance(arguments, str):  # the parsed JSON string nests too
+            where.check_nesting(function["arguments"], f"{path}.function.arguments")
+    return {**call, "function": function}
+
+
+def _check_function(function: dict[str, Any], path: str, where: Where) -> None:
+    """A tool definition's fields that templates and rules read."""
+    where.string(function, "name", f"{path}.name")
+    where.string(function, "description", f"{path}.description")
+    where.object(function, "parameters", f"{path}.parameters")
+
+
+def _load_anthropic(request: Request, body: dict[str, Any], where: Where) -> None:
     request.kind = KIND_ANTHROPIC
     system = body.get("system")
     if isinstance(system, str):
         request.messages.append({"role": "system", "content": system})
         request.origins["messages[0].content"] = "system"
     elif isinstance(system, list):
-        text, single = _text_of_parts(system)
+        text, single = _text_of_parts(system, "system", where)
         request.messages.append({"role": "system", "content": text})
         request.origins["messages[0].content"] = (
             f"system[{single}].text" if single is not None else "system"
         )
         for index, block in enumerate(system):
-            if isinstance(block, dict) and "cache_control" in block:
+            if where.object(block, "cache_control", f"system[{index}].cache_control"):
                 request.breakpoints.append(f"system[{index}]")
+    elif system is not None:
+        raise where.expect(system, "system", "a string, a list of text blocks or null")
     for index, message in enumerate(body["messages"]):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise InputError(
-                request.source, f"messages[{index}] must be an object with a `role`", request.line
-            )
-        _append_anthropic_message(request, index, message)
-    for index, tool in enumerate(body.get("tools") or []):
-        if not isinstance(tool, dict):
-            continue
-        if "cache_control" in tool:
-            request.breakpoints.append(f"tools[{index}]")
+        _role(message, f"messages[{index}]", where, ANTHROPIC_ROLES)
+        _append_anthropic_message(request, index, message, where)
+    tools = where.list(body, "tools", "tools")
+    for index, tool in enumerate(where.items(tools or [], "tools", "a tool object")):
+        path = f"tools[{index}]"
+        if where.object(tool, "cache_control", f"{path}.cache_control"):
+            request.breakpoints.append(path)
+        name = where.string(tool, "name", f"{path}.name")
+        function_type = where.string(tool, "type", f"{path}.type")
         if "input_schema" not in tool:  # server tools (web search...) carry no schema
-            request.tools.append({"type": tool.get("type", "function"), "name": tool.get("name")})
+            request.tools.append({"type": function_type or "function", "name": name})
             continue
-        function = {"name": tool.get("name"), "description": tool.get("description", "")}
-        function["parameters"] = tool["input_schema"]
-        request.origins[f"tools[{len(request.tools)}].function.parameters"] = (
-            f"tools[{index}].input_schema"
-        )
-        request.origins[f"tools[{len(request.tools)}].function"] = f"tools[{index}]"
+        function = {"name": name, "description": tool.get("description", "")}
+        where.string(tool, "description", f"{path}.description")
+        function["parameters"] = where.object(tool, "input_schema", f"{path}.input_schema")
+        request.origins[f"tools[{len(request.tools)}].function.parameters"] = f"{path}.input_schema"
+        request.origins[f"tools[{len(request.tools)}].function"] = path
         request.tools.append({"type": "function", "function": function})
 
 
-def _append_anthropic_message(request: Request, index: int, message: dict[str, Any]) -> None:
+def _append_anthropic_message(
+    request: Request, index: int, message: dict[str, Any], where: Where
+) -> None:
     role, content = message["role"], message.get("content")
     if isinstance(content, str):
         request.origins[f"messages[{len(request.messages)}]"] = f"messages[{index}]"
         request.messages.append({"role": role, "content": content})
         return
-    if not isinstance(content, list):
+    if content is None:
         request.origins[f"messages[{len(request.messages)}]"] = f"messages[{index}]"
         request.messages.append({"role": role, "content": ""})
         return
+    if not isinstance(content, list):
+        raise where.expect(
+            content, f"messages[{index}].content", "a string, a list of content blocks or null"
+        )
     texts: list[str] = []
     normalized: dict[str, Any] = {"role": role}
     calls: list[dict[str, Any]] = []
     first_text_block = None
-    for block_index, block in enumerate(content):
-        if not isinstance(block, dict):
-            continue
-        if "cache_control" in block:
-            request.breakpoints.append(f"messages[{index}].content[{block_index}]")
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            first_text_block = block_index if first_text_block is None else first_text_block
-            texts.append(block["text"])
-        elif kind == "thinking" and isinstance(block.get("thinking"), str):
-            normalized["reasoning_content"] = block["thinking"]
+    blocks = where.items(content, f"messages[{index}].content", "a content block object")
+    for block_index, block in enumerate(blocks):
+        path = f"messages[{index}].content[{block_index}]"
+        if where.object(block, "cache_control", f"{path}.cache_control") is not None:
+            request.breakpoints.append(path)
+        kind = where.string(block, "type", f"{path}.type")
+        if kind == "text":
+            text = where.string(block, "text", f"{path}.text")
+            if text is not None:
+                first_text_block = block_index if first_text_block is None else first_text_block
+                texts.append(text)
+        elif kind == "thinking":
+            thinking = where.string(block, "thinking", f"{path}.thinking")
+            if thinking is not None:
+                normalized["reasoning_content"] = thinking
         elif kind == "tool_use":
+            arguments = block.get("input", {})
+            if not isinstance(arguments, dict):
+                raise where.expect(arguments, f"{path}.input", "an object")
             calls.append(
                 {
-                    "id": block.get("id"),
+                    "id": where.identifier(block, "id", f"{path}.id"),
                     "type": "function",
-                    "function": {"name": block.get("name"), "arguments": block.get("input", {})},
+                    "function": {
+                        "name": where.string(block, "name", f"{path}.name"),
+                        "arguments": arguments,
+                    },
                 }
             )
         elif kind == "tool_result":
             result = block.get("content")
             if isinstance(result, list):
-                result, _ = _text_of_parts(result)
+                result, _ = _text_of_parts(result, f"{path}.content", where)
+            elif result is not None and not isinstance(result, str):
+                raise where.expect(result, f"{path}.content", "a string, a list of blocks or null")
             position = len(request.messages)
-            request.origins[f"messages[{position}]"] = f"messages[{index}].content[{block_index}]"
+            request.origins[f"messages[{position}]"] = path
             request.messages.append(
-                {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": result or ""}
+                {
+                    "role": "tool",
+                    "tool_call_id": where.identifier(block, "tool_use_id", f"{path}.tool_use_id"),
+                    "content": result or "",
+                }
             )
     if texts or calls or role != "user":
         position = len(request.messages)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 
 try:
     import tomllib
@@ -17,9 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pcache.errors import ConfigError
+from pcache.errors import ConfigError, InputError
+from pcache.files import read_text
 from pcache.rules.selection import SelectionInput
 
+PROFILES = ("vllm", "sglang", "openai", "anthropic")
+"""The caches `lint` prices findings for (`--profile` and `profile`)."""
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "profile", "tokenizer"}
 
 
@@ -51,12 +55,13 @@ class LintConfig:
 def find_config(start: Path) -> Path | None:
     for directory in (start, *start.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
+        if candidate.exists():
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                data = tomllib.loads(read_text(candidate, what="pyproject.toml"))
+            except (InputError, tomllib.TOMLDecodeError):
                 return candidate  # reported by load_config
-            if "pcache" in data.get("tool", {}):
+            tool = data.get("tool")
+            if isinstance(tool, dict) and "pcache" in tool:
                 return candidate
     return None
 
@@ -67,23 +72,31 @@ def _codes(value: Any, where: str) -> list[str]:
     return list(value)
 
 
+def _toml_error(source: str, error: Exception) -> InputError:
+    """tomllib says where as "... (at line L, column C)"; pcache says `file:L:C: ...`."""
+    text = str(error)
+    where = re.search(r"\s*\(at line (\d+), column (\d+)\)$", text)
+    if where is None:
+        return InputError(source, f"invalid TOML: {text}")
+    line, column = int(where.group(1)), int(where.group(2))
+    return InputError(source, f"invalid TOML: {text[: where.start()]}", line, column)
+
+
 def load_config(path: Path | None) -> LintConfig:
     if path is None:
         return LintConfig()
+    text = read_text(path, what="pyproject.toml")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, expected a pyproject.toml") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read: {error}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: invalid TOML: {error}") from None
-    table = data.get("tool", {}).get("pcache", {})
-    lint = table.get("lint", {})
-    if not isinstance(lint, dict):
-        raise ConfigError(f"{path}: [tool.pcache.lint] must be a table")
+        raise _toml_error(str(path), error) from None
+    table: Any = data
+    for depth, key in enumerate(("tool", "pcache", "lint")):
+        table = table.get(key, {})
+        if not isinstance(table, dict):
+            name = ".".join(("tool", "pcache", "lint")[: depth + 1])
+            raise ConfigError(f"{path}: [{name}] must be a table")
+    lint = table
     unknown = sorted(set(lint) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [tool.pcache.lint]: {', '.join(unknown)}")
@@ -103,4 +116,8 @@ def load_config(path: Path | None) -> LintConfig:
             if not isinstance(lint[key], str):
                 raise ConfigError(f"{where} {key} must be a string")
             setattr(config, key, lint[key])
+    if config.profile is not None and config.profile not in PROFILES:
+        raise ConfigError(
+            f"{where} profile must be one of {', '.join(PROFILES)}, got {config.profile!r}"
+        )
     return config

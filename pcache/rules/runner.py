@@ -16,7 +16,7 @@ from pcache.errors import InputError, UsageError
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
-from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.request import Request, request_from_document, request_of
 from pcache.prompt.segment_cache import SegmentCachedRenderer
 from pcache.prompt.tokenizer import DEFAULT_DATE
 from pcache.rules import PARSE_ERROR, REGISTRY, RULES
@@ -30,7 +30,7 @@ from pcache.rules.context import (
     SessionHead,
 )
 from pcache.rules.cost import Claim, Costs, claim_for
-from pcache.rules.fixes import fix_file
+from pcache.rules.fixes import fix_files
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker
 
@@ -199,7 +199,7 @@ def _iter_file(path: str) -> Iterator[Request | InputError]:
                 continue
             assert isinstance(document, Document)
             try:
-                yield request_from_document(document.value, document.source, document.line)
+                yield request_of(document)
             except InputError as failure:
                 yield failure
     except InputError as failure:
@@ -248,7 +248,7 @@ class _Run:
             if isinstance(item, InputError):
                 self._parse_error(item)
             else:
-                self.lint_request(item)
+                self.lint_request_or_report(item)
             if self.progress is not None:
                 self.progress(1)
             started = time.perf_counter()
@@ -275,6 +275,13 @@ class _Run:
             )
         )
         self._total(PARSE_ERROR).count += 1
+
+    def lint_request_or_report(self, request: Request) -> None:
+        """Lint one request; one that cannot be rendered is a PC000 finding on its line."""
+        try:
+            self.lint_request(request)
+        except InputError as failure:
+            self._parse_error(failure)
 
     def lint_request(self, request: Request) -> None:
         assignment = self.tracker.assign(request)
@@ -469,7 +476,7 @@ def lint_paths(
         )
         first = _lint_files(files, dataclasses.replace(options, selection=extended), config, None)
         fixable = sorted({d.file for d in first.diagnostics if d.fixable})
-        fixed_files = [path for path in fixable if fix_file(path)]
+        fixed_files = fix_files(fixable)
     report = _lint_files(files, options, config, progress)
     report.summary.fixed_files = fixed_files
     return report
@@ -492,5 +499,5 @@ def lint_values(values: list[object], options: LintOptions, source: str = "<memo
         except InputError as failure:
             run._parse_error(failure)
             continue
-        run.lint_request(request)
+        run.lint_request_or_report(request)
     return run.finish()

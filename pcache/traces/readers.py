@@ -23,6 +23,7 @@ from typing import Any
 
 from pcache.errors import InputError, UsageError
 from pcache.gc_pause import paused_gc
+from pcache.prompt.fields import json_kind
 from pcache.prompt.loading import display_name, iter_values
 from pcache.traces.record import Trace, TraceRecord
 
@@ -48,10 +49,21 @@ def _int_field(value: dict, key: str, required: bool = True) -> int:
     return number
 
 
+def _bad_ids_message(hash_ids: Any) -> str:
+    """What is wrong with `hash_ids`: JSON integers past 64 bits arrive as floats."""
+    if type(hash_ids) is list:
+        for index, value in enumerate(hash_ids):
+            if type(value) is float and value.is_integer() and abs(value) >= 2**63:
+                return f"`hash_ids[{index}]` is beyond 64 bits (hash ids are 64-bit integers)"
+            if type(value) is not int:
+                return f"`hash_ids[{index}]` must be an integer, got {json_kind(value)}"
+    return f"`hash_ids` must be a list of integers, got {json_kind(hash_ids)}"
+
+
 def _compact_ids(hash_ids: list) -> Sequence[int]:
     """The ids as an `array('q')` (8 bytes each, no int objects), or the list if one overflows."""
     if type(hash_ids) is not list or (hash_ids and set(map(type, hash_ids)) != _INT_ONLY):
-        raise ValueError("`hash_ids` must be a list of integers")  # bools and floats are not ids
+        raise ValueError(_bad_ids_message(hash_ids))
     try:
         return array("q", hash_ids)
     except OverflowError:
@@ -62,7 +74,7 @@ def _hash_record(
     value: Any, index: int, line: int | None, bailian: bool, sessions: dict
 ) -> TraceRecord:
     if type(value) is not dict:
-        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        raise ValueError(f"expected a JSON object, got {json_kind(value)}")
     hash_ids = _compact_ids(value.get("hash_ids"))
     input_length = value.get("input_length")
     if type(input_length) is not int or input_length < 0:
@@ -77,6 +89,8 @@ def _hash_record(
     if session is None:
         session = value.get("chat_id")
     if session is not None:
+        if type(session) is not str and type(session) is not int:
+            raise ValueError("`session_id` (or `chat_id`) must be a string or an integer")
         session = str(session)
         session = sessions.setdefault(session, session)  # one string per session
     return TraceRecord(
@@ -195,6 +209,23 @@ def _read_request_records(entries: Iterator, trace: Trace, strict: bool, setting
         trace.records.append(record)
 
 
+def no_valid_records(trace: Trace) -> str:
+    """Why a trace yielded nothing: the reason of its first skipped line, and the format."""
+    if not trace.skipped:
+        return "no valid requests in the trace"
+    first = trace.skipped[0]
+    reason = (
+        first[len(trace.source) :].lstrip(":0123456789 ")
+        if first.startswith(trace.source)
+        else first
+    )
+    return (
+        f"no valid requests in the trace read as {trace.format} records"
+        f" ({len(trace.skipped)} {'line' if len(trace.skipped) == 1 else 'lines'} skipped);"
+        f" the first: {reason}"
+    )
+
+
 def read_trace(
     path: str | os.PathLike[str] | Sequence[Any],
     *,
@@ -228,7 +259,7 @@ def read_trace(
         else:
             _read_request_records(entries, trace, strict, settings)
     if not trace.records:
-        raise InputError(source, "no valid requests in the trace")
+        raise InputError(source, no_valid_records(trace))
     if trace.format in ("mooncake", "bailian") and trace.block_size is None:
         trace.block_size = MOONCAKE_BLOCK_SIZE if trace.format == "mooncake" else BAILIAN_BLOCK_SIZE
     if block_size is not None and trace.format in ("mooncake", "bailian"):

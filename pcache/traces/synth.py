@@ -22,13 +22,13 @@ id per block of the concatenated prompt; equal prefixes give equal ids).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from pcache.errors import UsageError
+from pcache.numbers import check_number
 
 WORKLOADS = ("shared-prefix", "chat", "agent")
 OUTPUTS = ("requests", "token-ids", "hash-ids")
@@ -93,16 +93,13 @@ class SynthOptions:
         if self.arrival not in ARRIVALS:
             raise UsageError("--arrival must be poisson or bursty")
         for name, low, high in _COUNT_BOUNDS:
-            value = getattr(self, name)
-            if not low <= value <= high:
-                option = "--" + name.replace("_", "-")
-                raise UsageError(f"{option} must be between {low} and {high}, got {value}")
-        if self.seed < 0:
-            raise UsageError(f"--seed must be at least 0, got {self.seed}")
-        if not 0 < self.rate < math.inf:  # also refuses NaN
-            raise UsageError(f"--rate must be a positive number, got {self.rate}")
-        if self.zipf_alpha is not None and not 0 < self.zipf_alpha < math.inf:
-            raise UsageError(f"--zipf-alpha must be a positive number, got {self.zipf_alpha}")
+            option = "--" + name.replace("_", "-")
+            check_number(option, getattr(self, name), minimum=low, maximum=high)
+        check_number("--seed", self.seed, minimum=0, maximum=2**63 - 1)
+        check_number("--rate", self.rate, above=0)
+        check_number("think_time_s", self.think_time_s, minimum=0)
+        if self.zipf_alpha is not None:
+            check_number("--zipf-alpha", self.zipf_alpha, above=0)
 
 
 @dataclass(slots=True)
