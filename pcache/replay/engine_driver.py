@@ -130,7 +130,10 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
     torch_dtype = getattr(torch, config.torch_dtype_name)
     try:
         plan_num_blocks(
-            replace(config, num_kv_blocks=2 * (capacity + 1)), model_config, torch_dtype
+            replace(config, num_kv_blocks=2 * (capacity + 1)),
+            model_config,
+            torch_dtype,
+            max_model_len,
         )
     except EngineError as failure:
         raise EngineError(
