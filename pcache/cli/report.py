@@ -34,6 +34,13 @@ def report_command(
             "--replay", help="A per-request file of pcache replay -o (repeatable): TTFT CDFs."
         ),
     ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            "--calibration",
+            help="The TTFT model fitted by pcache replay --engine --save-calibration.",
+        ),
+    ] = None,
     tokenizer: Annotated[
         str,
         typer.Option(
@@ -83,6 +90,7 @@ def report_command(
     options = ReportOptions(
         paths=list(paths),
         replay_files=list(replay or []),
+        calibration=calibration,
         tokenizer=tokenizer,
         profile=profile,
         block_size=block_size,

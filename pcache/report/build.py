@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pcache.cache.capacity import resolve_model
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
@@ -29,6 +29,9 @@ from pcache.report.tree import Branch, PrefixTrie, fold, iter_branches
 from pcache.traces.readers import read_trace
 from pcache.traces.record import Trace
 
+if TYPE_CHECKING:
+    from pcache.replay.calibration import Calibration
+
 PROFILES = ("vllm", "sglang", "openai", "anthropic")
 HASH_FORMATS = ("mooncake", "bailian")
 
@@ -37,6 +40,8 @@ HASH_FORMATS = ("mooncake", "bailian")
 class ReportOptions:
     paths: list[str]
     replay_files: list[str] = field(default_factory=list)
+    calibration: str | None = None
+    """A file of `pcache replay --engine --save-calibration`: its fit predicts the TTFTs."""
     tokenizer: str = DEFAULT_TOKENIZER
     profile: str = "vllm"
     block_size: int = DEFAULT_BLOCK_SIZE
@@ -138,6 +143,11 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     if options.profile not in PROFILES:
         raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {options.profile!r}")
     replay_files = [read_replay_file(path) for path in options.replay_files]
+    calibration = None
+    if options.calibration is not None:
+        from pcache.replay.calibration import load_calibration
+
+        calibration = load_calibration(options.calibration)
     files = expand_paths(options.paths)
     arguments = ReplayArguments(
         trace=", ".join(options.paths),
@@ -146,6 +156,8 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
         block_size=options.block_size,
         date=options.date,
     )
+    if calibration is not None:
+        arguments = replace(arguments, ttft=calibration.model)
     settings = trace_settings(arguments)
     stage("reading and tokenizing")
     trace, origins = _read(files, settings)
@@ -180,6 +192,7 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
             "model": shape.name,
             "replay_policy": simulation.policy,
             "ttft_model": asdict(simulation.ttft),
+            "ttft_calibration": _describe(options.calibration, calibration),
         },
         lint=lint,
         tree=tree,
@@ -189,6 +202,19 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
         skipped=trace.skipped,
         max_findings=options.max_findings,
     )
+
+
+def _describe(path: str | None, calibration: Calibration | None) -> dict[str, Any] | None:
+    """Where the TTFT model was fitted (None: the default, uncalibrated model)."""
+    if path is None or calibration is None:
+        return None
+    from pcache.files import display_name
+
+    described = ("engine_model", "dtype", "device", "backend", "machine", "date", "samples")
+    return {
+        "source": display_name(path),
+        **{key: getattr(calibration, key) for key in (*described, "rms_error_ms")},
+    }
 
 
 def _read(files: list[str], settings: Settings) -> tuple[Trace, list[Origin]]:

@@ -59,6 +59,7 @@ def context(report: Report, command: str) -> dict[str, Any]:
         "findings_chart": _findings_chart(rules),
         "sweep": report.sweep,
         "capacity_chart": _capacity_chart(report),
+        "calibration": report.settings["ttft_calibration"],
         "ttft": _ttft_rows(report),
         "ttft_chart": _ttft_chart(report),
         "timeline_chart": _timeline_chart(report),
@@ -171,9 +172,10 @@ def _capacity_chart(report: Report) -> str | None:
 def _ttft_series(report: Report):
     """(label, cache-on values, cache-off values, measured) per source of TTFTs."""
     predicted = report.replay.per_request
+    model = "calibrated" if report.settings["ttft_calibration"] else "default TTFT model"
     series = [
         (
-            "predicted (simulator)",
+            f"predicted (simulator, {model})",
             [o.ttft_ms for o in predicted],
             [o.ttft_uncached_ms for o in predicted],
             False,

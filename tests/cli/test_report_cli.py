@@ -4,6 +4,7 @@ network, it stays small for large logs, and bad input is one line and exit 2."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -183,6 +184,74 @@ def test_a_measured_replay_sits_beside_the_prediction(cli, tmp_path):
     assert cells[-1] == f"{agreeing} of {len(lines)}"
 
 
+def test_a_calibration_file_predicts_on_the_measured_scale(cli, tmp_path):
+    """The engine's fitted TTFT model, passed with --calibration, is the one the page's
+    prediction uses: its TTFTs are those of `replay --simulate --calibration`."""
+    pytest.importorskip("torch")
+    pytest.importorskip("pcache.replay.engine_driver")
+    trace = tmp_path / "shared_prefix.jsonl"
+    lines = (SAMPLES / "traces" / "shared_prefix.jsonl").read_text().splitlines()
+    trace.write_text("\n".join(lines[:4]) + "\n")
+    measured, saved = tmp_path / "measured.jsonl", tmp_path / "calibration.json"
+    engine = cli(
+        "replay", trace, "--engine", "cpu", "-m", "tiny", "--warmup", "1", "-o", measured,
+        "--save-calibration", saved, "--format", "json",
+    )  # fmt: skip
+    assert engine.exit_code == 0, engine.output
+    fitted = json.loads(saved.read_text())
+    simulated_rows = tmp_path / "simulated.jsonl"
+    simulated = cli(
+        "replay", trace, "--simulate", "--calibration", saved, "-o", simulated_rows,
+        "--format", "json",
+    )  # fmt: skip
+    assert simulated.exit_code == 0, simulated.output
+    expected = json.loads(simulated.stdout)
+
+    data = json.loads(
+        cli("report", trace, "--calibration", saved, "--format", "json", "-o", "-").stdout
+    )
+    assert data["settings"]["ttft_model"] == fitted["model"] == expected["ttft_model"]
+    described = data["settings"]["ttft_calibration"]
+    assert described["source"] == str(saved)
+    assert (described["engine_model"], described["device"]) == ("tiny", "cpu")
+    assert described["date"] == fitted["date"]
+    rows = [json.loads(line) for line in simulated_rows.read_text().splitlines()]
+    for key in ("ttft_ms", "ttft_uncached_ms"):
+        assert [row[key] for row in data["per_request"]] == [row[key] for row in rows]
+        assert data["replay"][key] == expected[key]
+
+    page = tmp_path / "calibrated.html"
+    result = cli("report", trace, "--replay", measured, "--calibration", saved, "-o", page)
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    assert 'data-ttft-model="calibrated"' in text
+    assert f"<code>{saved}</code>: model tiny (float32) on cpu" in text
+    assert fitted["date"] in text
+    row = re.search(r"<tr><td>predicted \(simulator, calibrated\)</td>(.*?)</tr>", text, re.S)
+    assert row, "the calibrated prediction has its row in the TTFT table"
+    cells = re.findall(r'<td class="num">([^<]*)</td>', row.group(1))
+    assert float(cells[1]) == expected["ttft_ms"]["p50"]
+    assert float(cells[4]) == expected["ttft_uncached_ms"]["p50"]
+    assert re.search(r"<tr><td>measured \([^)]*measured\.jsonl\)</td>", text)
+
+    default = tmp_path / "default.html"
+    assert cli("report", trace, "--replay", measured, "-o", default).exit_code == 0
+    text = default.read_text()
+    assert 'data-ttft-model="default"' in text
+    assert "<tr><td>predicted (simulator, default TTFT model)</td>" in text
+
+
+@pytest.mark.parametrize("option", ["--replay", "--calibration"])
+def test_a_fifo_is_refused_not_waited_on(option, tmp_path):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    result = run_pcache("report", PROMPTS, option, fifo, cwd=Path(tmp_path), timeout=60)
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert "pipe.jsonl: is a FIFO (named pipe)" in stderr and "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+
+
 def test_large_log_is_folded_and_small(cli, tmp_path):
     trace = tmp_path / "chat.jsonl"
     synth = cli(
@@ -217,6 +286,15 @@ def test_large_log_is_folded_and_small(cli, tmp_path):
         ((str(PROMPTS), "--profile", "nope"), "--profile must be one of"),
         ((str(PROMPTS), "--format", "pdf"), "--format must be html or json"),
         ((str(PROMPTS), "-o", "/nonexistent/dir/report.html"), "cannot write"),
+        (
+            (str(PROMPTS), "--calibration", str(PROMPTS / "agent_log.jsonl")),
+            "agent_log.jsonl:2:1: invalid JSON",
+        ),
+        (
+            (str(PROMPTS), "--calibration", str(SAMPLES / "a.json")),
+            "not a TTFT calibration file",
+        ),
+        ((str(PROMPTS), "--calibration", "missing.json"), "missing.json: no such file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(arguments, message, tmp_path):
