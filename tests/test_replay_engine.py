@@ -316,3 +316,61 @@ def test_arrival_time_is_the_callers():
     engine.run_until_done()
     sequence = engine.sequences[request_id]
     assert sequence.arrival_time == arrival and sequence.first_token_time - arrival >= 0.5
+
+
+SYSTEM = (
+    "You are a careful assistant for the billing team. Answer briefly, cite the invoice"
+    " number, and never guess an amount you cannot see on the invoice itself."
+)
+
+
+def test_a_model_directory_renders_with_its_own_tokenizer(cli, tmp_path):
+    """A model directory with tokenizer.json renders a request log with its tokenizer and
+    chat template: the engine's prompts are transformers' apply_chat_template ids."""
+    import shutil
+
+    from tests.engine_helpers import save_reference_checkpoint
+    from tests.fixtures import hf_model_dir, hf_reference_tokenizer
+
+    tokenizer = hf_model_dir("qwen3")
+    reference = hf_reference_tokenizer("qwen3")
+    model = tmp_path / "qwen3-tiny"
+    save_reference_checkpoint(
+        "tiny-qwen3", model, vocab_size=len(reference), tie_word_embeddings=True
+    )
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer / name, model / name)
+    questions = ("What is due on invoice 1042?", "Has invoice 1043 been paid in full?")
+    requests = [
+        {
+            "messages": [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": question},
+            ],
+            "max_tokens": 2,
+        }
+        for question in questions
+    ]
+    log = tmp_path / "requests.jsonl"
+    log.write_text("".join(json.dumps(request) + "\n" for request in requests))
+
+    report, rows = engine_replay(cli, tmp_path, log, "--model", model)
+    expected = [
+        reference.apply_chat_template(
+            request["messages"], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        for request in requests
+    ]
+    assert [row["prompt_tokens"] for row in rows] == [len(ids) for ids in expected]
+    for index, request in enumerate(requests):
+        single = tmp_path / f"request{index}.json"
+        single.write_text(json.dumps(request))
+        hashed = cli("hash", single, "-t", model, "--format", "json")
+        assert hashed.exit_code == 0, hashed.output
+        assert json.loads(hashed.stdout)["num_tokens"] == rows[index]["prompt_tokens"]
+    # the second prompt reuses the full blocks of the rendered system prompt both share
+    common = next(i for i, (a, b) in enumerate(zip(*expected, strict=False)) if a != b)
+    assert common > 16 and rows[0]["cached_tokens"] == 0
+    assert rows[1]["cached_tokens"] == common // 16 * 16
+    assert all(token < len(reference) for row in rows for token in row["output_token_ids"])
+    assert_agreement(report, rows)
