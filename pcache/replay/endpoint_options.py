@@ -16,6 +16,27 @@ MAX_VOCAB_SIZE = 1 << 32
 """Token ids are drawn below `vocab_size` as 64-bit integers; no vocabulary comes near this."""
 
 
+def _check_url(url: str) -> None:
+    """An http(s) URL with a host and a valid port, or a `UsageError` quoting it."""
+    import httpx
+
+    problem = None
+    if not url.startswith(("http://", "https://")):
+        problem = "must be an http:// or https:// URL"
+    else:
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as error:
+            problem = f"is not a valid URL ({error})"
+        else:
+            if not parsed.host:
+                problem = "has no host"
+            elif parsed.port is not None and not 0 < parsed.port < 65536:
+                problem = f"has port {parsed.port}, outside 1-65535"
+    if problem is not None:
+        raise UsageError(f"--endpoint {problem}, got {url!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class EndpointOptions:
     """How to replay against a server (the trace itself is read by the caller)."""
@@ -47,8 +68,7 @@ class EndpointOptions:
     def __post_init__(self) -> None:
         if self.api not in APIS:
             raise UsageError(f"--api must be one of {', '.join(APIS)}, got {self.api!r}")
-        if not self.url.startswith(("http://", "https://")):
-            raise UsageError(f"--endpoint must be an http:// or https:// URL, got {self.url!r}")
+        _check_url(self.url)
         if self.max_concurrency is not None:
             check_number("--max-concurrency", self.max_concurrency, minimum=1)
         if self.rate is not None and self.rate != math.inf:
