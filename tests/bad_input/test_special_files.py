@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -76,6 +77,18 @@ def test_an_output_path_that_is_a_fifo_is_refused_and_kept(fifo):
         )
         assert_one_line_error(result, fifo, "is a FIFO (named pipe), expected a regular file")
         assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_recording_into_a_fifo_fails_at_once_instead_of_hanging(fifo):
+    from pcache.record.writer import LineWriter
+
+    writer = LineWriter(fifo)
+    written = []
+    thread = threading.Thread(target=lambda: written.append(writer.write(b"{}\n")), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert written == [False] and writer.failures == 1
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
 def test_a_fifo_in_a_lint_set_is_a_finding_not_a_hang(fifo):
