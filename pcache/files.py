@@ -128,10 +128,21 @@ def line_and_column(data: bytes, offset: int) -> tuple[int, int]:
     return data.count(b"\n", 0, offset) + 1, offset - line_start + 1
 
 
+def _check_target(path: str) -> None:
+    """Refuse to replace anything but a regular file: a folder, a FIFO, a device, a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing (the write creates it) or unreachable (the write reports it)
+    for is_kind, kind in _KINDS:
+        if is_kind(mode):
+            raise InputError(path, f"{kind}, expected a regular file to write")
+
+
 def check_writable(path: str) -> None:
-    """Refuse, before any work, a path that cannot be written: a folder, or a missing folder."""
-    if os.path.isdir(path):
-        raise InputError(path, "is a directory, expected a file to write")
+    """Refuse, before any work, a path that cannot be written: not a regular file (a folder,
+    a FIFO, a device), or in a missing folder."""
+    _check_target(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(path, f"cannot write: no such directory {folder}")
@@ -151,8 +162,7 @@ def write_atomically(
     disk before the rename. Any OS error becomes one `InputError` naming `path`.
     """
     target = os.fspath(path)
-    if os.path.isdir(target):
-        raise InputError(target, "is a directory, expected a file to write")
+    _check_target(target)
     folder = os.path.dirname(os.path.abspath(target))
     temporary = None
     try:

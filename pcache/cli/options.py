@@ -36,6 +36,7 @@ TokenizerOpt = Annotated[
 MAX_BLOCK_SIZE = 1 << 20
 MAX_CACHE_BLOCKS = 1 << 40  # pcache.cache.simulate.MAX_CACHE_BLOCKS
 MAX_CACHE_GB = 1 << 30  # an exbibyte of KV cache
+MAX_TIME_SCALE = 1000.0  # pcache.replay.arrivals.MAX_TIME_SCALE
 BlockSizeOpt = Annotated[
     int,
     typer.Option(

@@ -18,6 +18,7 @@ from pcache.cli.options import (
     MAX_BLOCK_SIZE,
     MAX_CACHE_BLOCKS,
     MAX_CACHE_GB,
+    MAX_TIME_SCALE,
     BlockSizeOpt,
     CacheSaltOpt,
     DateOpt,
@@ -137,7 +138,7 @@ def replay_command(
         float,
         typer.Option(
             "--time-scale",
-            callback=in_range(minimum=0),
+            callback=in_range(0, MAX_TIME_SCALE),
             help="--engine timed, --endpoint: multiply the trace's gaps between arrivals.",
         ),
     ] = 1.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -31,8 +32,7 @@ class LineWriter:
             with self._lock:
                 if self._descriptor is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
-                    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-                    self._descriptor = os.open(self.path, flags, 0o644)
+                    self._descriptor = _open_for_append(self.path)
                 view = memoryview(line)
                 while view:
                     view = view[os.write(self._descriptor, view) :]
@@ -48,3 +48,18 @@ class LineWriter:
             if self._descriptor is not None:
                 os.close(self._descriptor)
                 self._descriptor = None
+
+
+def _open_for_append(path: Path) -> int:
+    """A descriptor appending to the regular file `path` (created if missing).
+
+    Opened without blocking, so a FIFO with no reader cannot hang the request being recorded;
+    anything but a regular file is refused like any other failure to write.
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(f"{path} is not a regular file")
+    os.set_blocking(descriptor, True)
+    return descriptor

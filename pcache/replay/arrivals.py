@@ -14,7 +14,10 @@ import math
 
 import numpy as np
 
-from pcache.errors import UsageError
+from pcache.numbers import check_number
+
+MAX_TIME_SCALE = 1000.0
+"""The most `time_scale` stretches a trace: far more only turns a replay into a long wait."""
 
 
 def arrival_offsets(
@@ -26,20 +29,17 @@ def arrival_offsets(
     seed: int = 0,
 ) -> list[float]:
     """Seconds after the start at which each request is sent, in trace order."""
-    if not burstiness > 0:
-        raise UsageError("--burstiness must be positive")
-    if not time_scale >= 0:
-        raise UsageError("--time-scale must be zero or positive")
+    check_number("--burstiness", burstiness, above=0)
+    check_number("--time-scale", time_scale, minimum=0, maximum=MAX_TIME_SCALE)
     count = len(timestamps_ms)
     if rate is None:
         if not timestamps_ms:
             return []
         first = timestamps_ms[0]
         return [max(stamp - first, 0.0) / 1000.0 * time_scale for stamp in timestamps_ms]
-    if not rate > 0:
-        raise UsageError("--rate must be positive (inf: all at once)")
-    if math.isinf(rate):
+    if rate == math.inf:
         return [0.0] * count
+    check_number("--rate", rate, above=0)
     rng = np.random.default_rng(seed)
     gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), size=count)
     gaps[0] = 0.0  # the first request goes at once

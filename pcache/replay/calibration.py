@@ -94,6 +94,26 @@ def save_calibration(path: str, calibration: Calibration) -> None:
     write_atomically(path, [data + b"\n"])
 
 
+def _number(
+    container: dict, key: str, source: str, prefix: str = "", *, integer: bool = False
+) -> Any:
+    """`container[key]`: a finite, non-negative number (an integer when `integer`)."""
+    from pcache.errors import UsageError
+    from pcache.numbers import check_number
+
+    name = prefix + key
+    value = container.get(key)
+    kinds = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        expected = "an integer" if integer else "a number"
+        raise InputError(source, f"invalid calibration: {name} must be {expected}", json_path=name)
+    try:
+        check_number(name, value, minimum=0)
+    except UsageError as failure:
+        raise InputError(source, f"invalid calibration: {failure}", json_path=name) from None
+    return value if integer else float(value)
+
+
 def load_calibration(path: str) -> Calibration:
     """A file written by `save_calibration`; anything else is an InputError naming it."""
     from pcache.prompt.loading import display_name, parse_json, read_bytes
@@ -102,28 +122,23 @@ def load_calibration(path: str) -> Calibration:
     data = parse_json(read_bytes(path), source)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(source, f"not a TTFT calibration file (expected format {FORMAT!r})")
-    try:
-        coefficients = data["model"]
-        model = TtftModel(
-            float(coefficients["overhead_ms"]),
-            float(coefficients["ms_per_token"]),
-            float(coefficients["ms_per_pair"]),
-        )
-        fields = {key: data[key] for key in ("samples", "rank", "rms_error_ms", "probes")}
-        described = {
-            key: str(data.get(key, ""))
-            for key in ("engine_model", "dtype", "device", "backend", "machine", "date")
-        }
-    except (KeyError, TypeError, ValueError) as failure:
-        message = f"invalid calibration: {type(failure).__name__}: {failure}"
-        raise InputError(source, message) from None
-    values = (model.overhead_ms, model.ms_per_token, model.ms_per_pair)
-    if not all(math.isfinite(value) and value >= 0 for value in values):
-        raise InputError(source, "calibration coefficients must be finite and non-negative")
+    model = data.get("model")
+    if not isinstance(model, dict):
+        raise InputError(source, "invalid calibration: model must be an object", json_path="model")
+    coefficients = [
+        _number(model, key, source, "model.")
+        for key in ("overhead_ms", "ms_per_token", "ms_per_pair")
+    ]
+    counts = [_number(data, key, source, integer=True) for key in ("samples", "rank", "probes")]
+    described = {
+        key: str(data.get(key, ""))
+        for key in ("engine_model", "dtype", "device", "backend", "machine", "date")
+    }
     return Calibration(
-        model,
-        int(fields["samples"]),
-        int(fields["rank"]),
-        float(fields["rms_error_ms"]),
+        TtftModel(*coefficients),
+        counts[0],
+        counts[1],
+        _number(data, "rms_error_ms", source),
+        counts[2],
         **described,
     )

@@ -2,10 +2,39 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pcache.errors import UsageError
+from pcache.numbers import check_number
+from pcache.replay.arrivals import MAX_TIME_SCALE
 from pcache.replay.endpoint_client import APIS
+
+MAX_RETRIES = 100
+"""More retries of a refused connection only make a replay against a dead server hang."""
+MAX_VOCAB_SIZE = 1 << 32
+"""Token ids are drawn below `vocab_size` as 64-bit integers; no vocabulary comes near this."""
+
+
+def _check_url(url: str) -> None:
+    """An http(s) URL with a host and a valid port, or a `UsageError` quoting it."""
+    import httpx
+
+    problem = None
+    if not url.startswith(("http://", "https://")):
+        problem = "must be an http:// or https:// URL"
+    else:
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as error:
+            problem = f"is not a valid URL ({error})"
+        else:
+            if not parsed.host:
+                problem = "has no host"
+            elif parsed.port is not None and not 0 < parsed.port < 65536:
+                problem = f"has port {parsed.port}, outside 1-65535"
+    if problem is not None:
+        raise UsageError(f"--endpoint {problem}, got {url!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,16 +68,17 @@ class EndpointOptions:
     def __post_init__(self) -> None:
         if self.api not in APIS:
             raise UsageError(f"--api must be one of {', '.join(APIS)}, got {self.api!r}")
-        if not self.url.startswith(("http://", "https://")):
-            raise UsageError(f"--endpoint must be an http:// or https:// URL, got {self.url!r}")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise UsageError("--max-concurrency must be at least 1")
-        if not self.timeout_s > 0:
-            raise UsageError("--timeout must be positive")
-        if self.retries < 0:
-            raise UsageError("--retries must be zero or more")
-        if self.vocab_size is not None and self.vocab_size < 2:
-            raise UsageError("--vocab-size must be at least 2")
+        _check_url(self.url)
+        if self.max_concurrency is not None:
+            check_number("--max-concurrency", self.max_concurrency, minimum=1)
+        if self.rate is not None and self.rate != math.inf:
+            check_number("--rate", self.rate, above=0)
+        check_number("--burstiness", self.burstiness, above=0)
+        check_number("--time-scale", self.time_scale, minimum=0, maximum=MAX_TIME_SCALE)
+        check_number("--timeout", self.timeout_s, above=0)
+        check_number("--retries", self.retries, minimum=0, maximum=MAX_RETRIES)
+        if self.vocab_size is not None:
+            check_number("--vocab-size", self.vocab_size, minimum=2, maximum=MAX_VOCAB_SIZE)
 
     @property
     def base(self) -> str:

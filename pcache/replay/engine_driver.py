@@ -41,7 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from pcache.errors import EngineError, UsageError
+from pcache.numbers import check_number
 from pcache.replay.arguments import ReplayArguments
+from pcache.replay.arrivals import MAX_TIME_SCALE
 from pcache.replay.calibration import fit_ttft_model, save_calibration
 from pcache.replay.report import (
     Measurement,
@@ -92,8 +94,7 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
         raise EngineError("--gpu needs a CUDA device, and torch finds none on this machine")
     if arguments.concurrency not in ("serial", "timed"):
         raise UsageError(f"--concurrency must be serial or timed, got {arguments.concurrency!r}")
-    if not 0 <= arguments.time_scale < float("inf"):
-        raise UsageError(f"--time-scale must be a number >= 0, got {arguments.time_scale}")
+    check_number("--time-scale", arguments.time_scale, minimum=0, maximum=MAX_TIME_SCALE)
     from pcache.engine.config import EngineConfig
     from pcache.engine.engine import Engine
     from pcache.engine.kv_cache import dtype_bytes, plan_num_blocks

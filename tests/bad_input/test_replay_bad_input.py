@@ -64,6 +64,62 @@ def test_numbers_are_checked_the_same_way(cli, args, fragment):
     assert_one_line_error(cli("replay", TRACE, "--simulate", *args), fragment)
 
 
+CALIBRATION = {
+    "format": "pcache-ttft-calibration/1",
+    "model": {"overhead_ms": 1.0, "ms_per_token": 0.1, "ms_per_pair": 0.0},
+    "samples": 3,
+    "rank": 2,
+    "rms_error_ms": 0.1,
+    "probes": 0,
+}
+MODEL = CALIBRATION["model"]
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        ([1], "not a TTFT calibration file"),
+        ({**CALIBRATION, "format": "x"}, "not a TTFT calibration file"),
+        ({**CALIBRATION, "model": [1, 2, 3]}, "model must be an object"),
+        ({**CALIBRATION, "model": {**MODEL, "overhead_ms": None}}, "model.overhead_ms must be a"),
+        ({**CALIBRATION, "model": {**MODEL, "ms_per_token": "x"}}, "model.ms_per_token must be a"),
+        ({**CALIBRATION, "model": {**MODEL, "ms_per_pair": -1}}, "must be at least 0, got -1"),
+        ({**CALIBRATION, "samples": "x"}, "samples must be an integer"),
+        ({**CALIBRATION, "samples": 1e308}, "samples must be an integer"),
+        ({**CALIBRATION, "rank": [1]}, "rank must be an integer"),
+        ({**CALIBRATION, "rms_error_ms": "x"}, "rms_error_ms must be a number"),
+        ({**CALIBRATION, "probes": {}}, "probes must be an integer"),
+        ({k: v for k, v in CALIBRATION.items() if k != "rank"}, "rank must be an integer"),
+    ],
+)
+def test_a_malformed_calibration_file_is_named(cli, tmp_path, document, fragment):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(document))
+    with unchanged(tmp_path):
+        result = cli("replay", TRACE, "--simulate", "--calibration", path)
+    assert_one_line_error(result, str(path), fragment)
+
+
+def test_a_valid_calibration_file_is_used(cli, tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(CALIBRATION))
+    result = cli("replay", TRACE, "--simulate", "--calibration", path, "-f", "json")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("1e30", "--time-scale must be between 0 and 1000.0, got 1e+30"),
+        ("nan", "--time-scale must be a finite number, got nan"),
+        ("-1", "--time-scale must be between 0 and 1000.0, got -1.0"),
+    ],
+)
+def test_engine_time_scale_is_bounded(cli, value, fragment):
+    args = ["--engine", "cpu", "--model", "tiny", "--concurrency", "timed"]
+    assert_one_line_error(cli("replay", TRACE, *args, "--time-scale", value), fragment)
+
+
 def test_a_model_config_with_zero_heads_is_named(cli, tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"num_hidden_layers": 2, "num_attention_heads": 0}))

@@ -4,8 +4,10 @@ FIFOs and devices are refused at once, closed streams give the documented exit c
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -30,6 +32,7 @@ def commands(special):
         ["diff", special, SAMPLES / "a.json"],
         ["replay", special, "--simulate"],
         ["replay", TRACE, "--simulate", "--model", special],
+        ["replay", TRACE, "--simulate", "--calibration", special],
         ["lint", SAMPLES / "a.json", "--config", special],
         ["generate", "--model", "tiny", "--prompt-ids", special],
     ]
@@ -60,6 +63,32 @@ def test_fifos_and_devices_are_refused_without_reading(fifo, tmp_path):
             stdin=subprocess.DEVNULL,
         )
         assert_one_line_error(result, named, fragment)
+
+
+def test_an_output_path_that_is_a_fifo_is_refused_and_kept(fifo):
+    engine = ["--engine", "cpu", "--model", "tiny", "--save-calibration", fifo]
+    for args in (["--simulate", "-o", fifo], engine):
+        result = subprocess.run(
+            [sys.executable, "-m", "pcache", "replay", str(TRACE), *map(str, args)],
+            capture_output=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert_one_line_error(result, fifo, "is a FIFO (named pipe), expected a regular file")
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_recording_into_a_fifo_fails_at_once_instead_of_hanging(fifo):
+    from pcache.record.writer import LineWriter
+
+    writer = LineWriter(fifo)
+    written = []
+    thread = threading.Thread(target=lambda: written.append(writer.write(b"{}\n")), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert written == [False] and writer.failures == 1
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
 def test_a_fifo_in_a_lint_set_is_a_finding_not_a_hang(fifo):

@@ -84,6 +84,13 @@ def test_an_unknown_revision_is_a_usage_error(repo, revision, message):
     assert message in result.stderr.decode() and b"Traceback" not in result.stderr
 
 
+def test_a_revision_that_reads_as_a_git_option_is_refused_unrun(repo):
+    result = run_pcache("lint", "logs", "--diff", "--output=written.txt", cwd=repo)
+    assert result.returncode == 2
+    assert "--diff: unknown revision '--output=written.txt'" in result.stderr.decode()
+    assert not (repo / "written.txt").exists()
+
+
 def test_outside_a_repository_is_a_usage_error(tmp_path):
     (tmp_path / "a.jsonl").write_bytes(_line("a", None, "Hi"))
     result = run_pcache("lint", "a.jsonl", "--diff", "HEAD", cwd=tmp_path)
