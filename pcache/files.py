@@ -128,20 +128,24 @@ def line_and_column(data: bytes, offset: int) -> tuple[int, int]:
     return data.count(b"\n", 0, offset) + 1, offset - line_start + 1
 
 
-def _check_target(path: str) -> None:
-    """Refuse to replace anything but a regular file: a folder, a FIFO, a device, a socket."""
+def _check_target(path: str) -> bool:
+    """Whether `path` is a character device (`/dev/null`, a terminal), written in place; any
+    other kind but a regular file (a folder, a FIFO, a block device, a socket) is refused."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return  # missing (the write creates it) or unreachable (the write reports it)
+        return False  # missing (the write creates it) or unreachable (the write reports it)
+    if stat.S_ISCHR(mode):
+        return True
     for is_kind, kind in _KINDS:
         if is_kind(mode):
             raise InputError(path, f"{kind}, expected a regular file to write")
+    return False
 
 
 def check_writable(path: str) -> None:
-    """Refuse, before any work, a path that cannot be written: not a regular file (a folder,
-    a FIFO, a device), or in a missing folder."""
+    """Refuse, before any work, a path that cannot be written: neither a regular file nor a
+    character device (a folder, a FIFO, a socket), or in a missing folder."""
     _check_target(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
@@ -162,7 +166,14 @@ def write_atomically(
     disk before the rename. Any OS error becomes one `InputError` naming `path`.
     """
     target = os.fspath(path)
-    _check_target(target)
+    if _check_target(target):  # a device is never replaced: written through
+        try:
+            with open(target, "wb") as stream:
+                for chunk in chunks:
+                    stream.write(chunk)
+        except OSError as error:
+            raise InputError(target, f"{failure}: {error.strerror or error}") from None
+        return
     folder = os.path.dirname(os.path.abspath(target))
     temporary = None
     try:

@@ -145,3 +145,12 @@ def test_a_closed_stdout_exits_141():
         timeout=60,
     )
     assert result.stderr.decode().strip().splitlines()[-1] == "141", result.stderr
+
+
+def test_output_to_a_device_writes_through_it_and_keeps_the_device():
+    """`-o /dev/null` discards the output; the device is written, never replaced."""
+    before = os.stat("/dev/null")
+    result = run_pcache("replay", TRACE, "--simulate", "-o", "/dev/null", timeout=60)
+    assert result.returncode == 0, result.stderr
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
