@@ -10,6 +10,10 @@ from pcache.numbers import check_number
 from pcache.replay.arrivals import MAX_TIME_SCALE
 from pcache.replay.endpoint_client import APIS
 
+MIN_RATE = 1e-3
+"""Fewest requests per second (one every 1,000 s): a slower rate never ends a replay."""
+MIN_BURSTINESS = 1e-2
+"""Smallest gamma shape: smaller ones draw gaps of years between arrivals."""
 MAX_RETRIES = 100
 """More retries of a refused connection only make a replay against a dead server hang."""
 MAX_VOCAB_SIZE = 1 << 32
@@ -72,8 +76,8 @@ class EndpointOptions:
         if self.max_concurrency is not None:
             check_number("--max-concurrency", self.max_concurrency, minimum=1)
         if self.rate is not None and self.rate != math.inf:
-            check_number("--rate", self.rate, above=0)
-        check_number("--burstiness", self.burstiness, above=0)
+            check_number("--rate", self.rate, minimum=MIN_RATE)
+        check_number("--burstiness", self.burstiness, minimum=MIN_BURSTINESS)
         check_number("--time-scale", self.time_scale, minimum=0, maximum=MAX_TIME_SCALE)
         check_number("--timeout", self.timeout_s, above=0)
         check_number("--retries", self.retries, minimum=0, maximum=MAX_RETRIES)

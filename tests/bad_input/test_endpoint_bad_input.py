@@ -16,9 +16,10 @@ NO_SERVER = "http://127.0.0.1:9/v1"
     ("args", "fragment"),
     [
         (["--rate", "nan"], "--rate must be a finite number, got nan"),
-        (["--rate", "0"], "--rate must be greater than 0, got 0.0"),
+        (["--rate", "0"], "--rate must be at least 0.001, got 0.0"),
+        (["--rate", "1e-300"], "--rate must be at least 0.001"),
         (["--rate", "-inf"], "--rate must be a finite number, got -inf"),
-        (["--rate", "5", "--burstiness", "0"], "--burstiness must be greater than 0"),
+        (["--rate", "5", "--burstiness", "0"], "--burstiness must be at least 0.01"),
         (["--rate", "5", "--burstiness", "nan"], "--burstiness must be a finite number"),
         (["--timeout", "inf"], "--timeout must be a finite number, got inf"),
         (["--timeout", "-1"], "--timeout must be greater than 0"),
