@@ -193,6 +193,12 @@ def parse_timestamp(value: Any) -> float | None:
     return None
 
 
+def _is_anthropic_block_type(kind: object) -> bool:
+    """Whether a content block's `type` names an Anthropic block (any JSON value may be there:
+    the shape is checked when the request is loaded)."""
+    return isinstance(kind, str) and kind in _ANTHROPIC_BLOCK_TYPES
+
+
 def _looks_anthropic(body: dict[str, Any]) -> bool:
     if "system" in body or "anthropic_version" in body:
         return True
@@ -204,7 +210,7 @@ def _looks_anthropic(body: dict[str, Any]) -> bool:
         if isinstance(content, list):
             for block in content:
                 if isinstance(block, dict) and (
-                    block.get("type") in _ANTHROPIC_BLOCK_TYPES or "cache_control" in block
+                    _is_anthropic_block_type(block.get("type")) or "cache_control" in block
                 ):
                     return True
     return False
