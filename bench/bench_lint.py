@@ -218,16 +218,10 @@ def spread(values: list[float], digits: int = 2) -> str:
 def conditions() -> str:
     import tokenizers
 
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from pcache.machine import cpu_name
+
     return (
-        f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()},"
+        f"{os.cpu_count()} CPUs ({cpu_name()}), Python {platform.python_version()},"
         f" tokenizers {tokenizers.__version__}, load average {os.getloadavg()[0]:.2f}"
     )
 

@@ -31,7 +31,6 @@ cached tokens.
 from __future__ import annotations
 
 import os
-import platform
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -350,17 +349,10 @@ def _machine(torch, config) -> str:
         return (
             f"{torch.cuda.get_device_name(torch.device(config.device))}, torch {torch.__version__}"
         )
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    from pcache.machine import cpu_name
+
     return (
-        f"{cpu}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads,"
+        f"{cpu_name()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads,"
         f" torch {torch.__version__}"
     )
 
