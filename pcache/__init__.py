@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 __all__ = ["__version__", "diff", "hash", "lint", "replay"]
 
-_MODULES = {"diff": "pcache.diff", "replay": "pcache.replay"}
+_MODULES = {"replay": "pcache.replay"}
 """API names that are also modules: the module, made callable, is the function."""
 
 

@@ -5,9 +5,8 @@ anything with `model_dump`), or paths to JSON / JSONL files, and return the data
 fields the commands' JSON output holds. Options left as None take the command line's defaults.
 Each function imports what it needs when called.
 
-`pcache.diff` and `pcache.replay` are also the names of a module and a package; those two are
-made callable (`callable_module`), so `pcache.diff(a, b)` is this module's `diff` whether or
-not `pcache.diff` was imported as a module first.
+`pcache.replay` is also the name of a package; it is made callable (`callable_module`), so
+`pcache.replay(...)` is this module's `replay` whether or not the package was imported first.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pcache.diff import DiffResult
+    from pcache.divergence.compare import DiffResult
     from pcache.pipeline import BlockHashReport, Settings
     from pcache.replay.arguments import ReplayArguments
     from pcache.replay.run import ReplayResult
@@ -65,7 +64,7 @@ def diff(
     >>> result = pcache.diff(earlier_body, later_body)
     >>> result.cause.kind, result.cause.b_path, result.first_divergence_token
     """
-    from pcache.diff import compare
+    from pcache.divergence.compare import compare
 
     return compare(a, b, _settings(tokenizer, block_size, hash_algo, cache_salt, date)).result
 

@@ -43,6 +43,11 @@ class Match:
     tail: tuple[int, ...]
     matched_blocks: int
     parent: int
+    chain: list[int]
+    """The chained hashes of the matched full blocks."""
+    holder: int | None = None
+    """The inserted prompt (its `insert` number) that holds the longest shared prefix: the
+    latest prompt through the deepest node the walk reached (None: nothing shared)."""
 
 
 class PrefixIndex:
@@ -54,12 +59,15 @@ class PrefixIndex:
         self.blocks: set[int] = set()
         self.children: dict[int, list[tuple[int, ...]]] = {}
         """Sorted distinct continuations (at most one block) after each chain of full blocks."""
+        self.holders: dict[object, int] = {}
+        """The latest prompt through each chain of full blocks and each continuation."""
         self.num_prompts = 0
 
     def copy(self) -> PrefixIndex:
         other = PrefixIndex(self.block_size)
         other.blocks = set(self.blocks)
         other.children = {parent: list(kids) for parent, kids in self.children.items()}
+        other.holders = dict(self.holders)
         other.num_prompts = self.num_prompts
         return other
 
@@ -70,31 +78,47 @@ class PrefixIndex:
         tail = tuple(token_ids[len(blocks) * size :])
         seen = self.blocks
         parent = hash(("namespace", namespace)) if namespace else 0
+        chain: list[int] = []
         index = 0
         while index < len(blocks):
             chained = hash((parent, blocks[index]))
             if chained not in seen:
                 break
             parent = chained
+            chain.append(chained)
             index += 1
         rest = blocks[index] if index < len(blocks) else tail
         length = index * size
+        holder = self.holders.get(parent) if index else None
         kids = self.children.get(parent)
         if kids and rest:
             at = bisect_left(kids, rest)
-            length += max(common_prefix_length(rest, kid) for kid in kids[max(at - 1, 0) : at + 1])
-        return Match(length, blocks, tail, index, parent)
+            near = kids[max(at - 1, 0) : at + 1]
+            shared = [common_prefix_length(rest, kid) for kid in near]
+            best = max(shared)
+            if best:
+                length += best
+                kid = near[shared.index(best)]
+                key = hash((parent, kid)) if len(kid) == size else (parent, kid)
+                holder = self.holders.get(key, holder)
+        return Match(length, blocks, tail, index, parent, chain, holder)
 
-    def insert(self, match: Match) -> None:
-        """Remember the prompt `match` was computed for."""
+    def insert(self, match: Match) -> int:
+        """Remember the prompt `match` was computed for; returns its number (0, 1, ...)."""
+        number = self.num_prompts
+        holders = self.holders
+        for chained in match.chain:
+            holders[chained] = number
         parent = match.parent
         for block in match.blocks[match.matched_blocks :]:
-            self._add_child(parent, block)
+            self._add_child(parent, block, number)
             parent = hash((parent, block))
             self.blocks.add(parent)
+            holders[parent] = number
         if match.tail:
-            self._add_child(parent, match.tail)
+            self._add_child(parent, match.tail, number)
         self.num_prompts += 1
+        return number
 
     def observe(self, token_ids: Sequence[int], namespace: str | None = None) -> int:
         """Shared prefix length with the earlier prompts, then remember this prompt."""
@@ -102,15 +126,21 @@ class PrefixIndex:
         self.insert(found)
         return found.length
 
-    def _add_child(self, parent: int, continuation: tuple[int, ...]) -> None:
+    def _add_child(self, parent: int, continuation: tuple[int, ...], number: int) -> None:
         kids = self.children.setdefault(parent, [])
+        holders = self.holders
         at = bisect_left(kids, continuation)
         if at < len(kids) and kids[at][: len(continuation)] == continuation:
-            return  # already there, or a prefix of one that is
+            if kids[at] == continuation:
+                holders[(parent, continuation)] = number
+            return  # already there, or a prefix of one that is (whose holder shares it all)
         if at and continuation[: len(kids[at - 1])] == kids[at - 1]:
+            holders.pop((parent, kids[at - 1]), None)
             kids[at - 1] = continuation  # extends the one before it (which sorts just before)
+            holders[(parent, continuation)] = number
             return
         insort(kids, continuation, lo=at)
+        holders[(parent, continuation)] = number
 
     def check_integrity(self) -> None:
         for kids in self.children.values():

@@ -24,7 +24,7 @@ from pcache.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from pcache.diff import DiffResult
+    from pcache.divergence.compare import DiffResult
     from pcache.pipeline import HashedPrompt
 
 
@@ -43,7 +43,7 @@ def diff_command(
     Example: pcache diff samples/a.json samples/b.json
     """
     from pcache.cli.console import stdout, write_json
-    from pcache.diff import compare
+    from pcache.divergence.compare import compare
     from pcache.errors import UsageError
     from pcache.pipeline import Settings
 
@@ -108,6 +108,10 @@ def render_report(result: DiffResult, a: HashedPrompt, b: HashedPrompt):
         why.append(f" — {cause.summary}")
         if cause.detail:
             why.append(f" ({cause.detail})", style="dim")
+        if cause.rule is not None:
+            why.append("\nBreaks: ", style="bold")
+            why.append(f"{cause.rule['code']} {cause.rule['name']}", style="bold red")
+            why.append(f" (pcache lint --explain {cause.rule['code']})", style="dim")
         why.append("\nFix: ", style="bold")
         why.append(cause.hint)
         lines.append(why)

@@ -173,8 +173,16 @@ def _footer(report, brief: bool) -> None:
     stdout.print(
         f"\nRe-prefilled: {summary.reprefilled_tokens:,} of {summary.prompt_tokens:,} tokens;"
         f" {summary.unattributed_tokens:,} explained by no finding"
-        f" ({unattributed['session_start']:,} in the first requests of sessions,"
-        f" {unattributed['continuation']:,} in later ones: new turns, partial blocks).",
+        f" ({unattributed['first_request']:,} in the first request, with nothing to reuse;"
+        f" {unattributed['new_content']:,} new content no earlier request had;"
+        f" {unattributed['partial_blocks']:,} in partial blocks"
+        + (
+            f"; {unattributed['unreported']:,} in divergences"
+            " not reported (rules not selected, or a template not yours)"
+            if unattributed["unreported"]
+            else ""
+        )
+        + ").",
         markup=False,
     )
     changed = summary.requests_changed_if_fixed

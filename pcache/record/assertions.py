@@ -49,7 +49,7 @@ def assert_prefix_stable(
     Tokenizer, block size and date default to the command line's.
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this function's
-    from pcache.diff import diff
+    from pcache.divergence.compare import diff
     from pcache.pipeline import Settings, hash_request
     from pcache.prompt.inputs import requests_from
 

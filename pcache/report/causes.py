@@ -2,8 +2,9 @@
 
 At a branch point, the branch that arrived first was cached first; the largest later branch
 is compared with it: its first request (B) against the first request of the earliest branch
-(A), both rendered again from their files, and `pcache.diff.explain` names the cause (kind,
-JSON paths, excerpts) exactly as `pcache diff A B` would.
+(A), both rendered again from their files, and the one classifier
+(`pcache.divergence.classify.explain`) names the cause (kind, JSON paths, excerpts) and the
+lint rule it breaks, exactly as `pcache diff A B` and `pcache lint` do.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pcache.diff import HINTS, SUMMARIES, Cause, explain
+from pcache.divergence.causes import CAUSES
+from pcache.divergence.classify import explain, make_cause
+from pcache.divergence.compare import rule_of, same_conversation
 from pcache.prefix import common_prefix_length
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import render
@@ -52,6 +55,8 @@ class BranchPoint:
     a_excerpt: str
     b_excerpt: str
     detail: str = ""
+    rule: dict[str, str] | None = None
+    """The lint rule the cause breaks (`{"code", "name"}`), as `pcache diff` names it."""
 
 
 def branch_points(root: Branch, limit: int) -> list[tuple[Branch, Branch, Branch]]:
@@ -88,13 +93,15 @@ def explain_branch_points(
             ra, rb = rendered[a], rendered[b]
             token = common_prefix_length(ra.token_ids, rb.token_ids)
             if token == ra.num_tokens == rb.num_tokens:  # same tokens: the namespaces differ
-                cause = Cause("cache_salt", None, None, "", "", "", HINTS["cache_salt"])
+                cause = make_cause("cache_salt", None, None, "", "")
             else:
-                _, cause = explain(ra, rb, token)
+                same = same_conversation(ra.request, rb.request)
+                cause = explain(ra, rb, token, same_conversation=same).cause
             a_label, b_label = ra.request.label, rb.request.label
         else:
             token = branch.end
-            cause = Cause("token_ids", None, None, "", "", "", "")
+            cause = make_cause("token_ids", None, None, "", "")
+            cause.hint = ""
             a_label = origins[a].label if origins else f"request {a}"
             b_label = origins[b].label if origins else f"request {b}"
         labelled.append(
@@ -105,7 +112,7 @@ def explain_branch_points(
                 requests_before=earliest.requests,
                 requests_after=leaving,
                 kind=cause.kind,
-                summary=SUMMARIES[cause.kind] if origins else NO_TEXT,
+                summary=CAUSES[cause.kind].summary if origins else NO_TEXT,
                 hint=cause.hint,
                 a_request=a_label,
                 b_request=b_label,
@@ -114,6 +121,7 @@ def explain_branch_points(
                 a_excerpt=cause.a_excerpt,
                 b_excerpt=cause.b_excerpt,
                 detail=cause.detail,
+                rule=rule_of(cause.kind),
             )
         )
     return labelled

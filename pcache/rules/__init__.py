@@ -33,6 +33,25 @@ RULES: dict[str, Rule] = {module.RULE.code: module.RULE for module in REGISTRY}
 RULES[PARSE_ERROR.code] = PARSE_ERROR
 
 
+def _rule_for_cause() -> dict[str, Rule]:
+    """Each divergence cause (`pcache.divergence.causes`) and the one rule that reports it: the
+    rule module lists it in `CAUSES`."""
+    from pcache.divergence.causes import CAUSES, NEUTRAL
+
+    mapping: dict[str, Rule] = {}
+    for module in REGISTRY:
+        for cause in getattr(module, "CAUSES", ()):
+            assert cause in CAUSES and cause not in NEUTRAL, (module.RULE.code, cause)
+            assert cause not in mapping, (cause, mapping.get(cause), module.RULE.code)
+            mapping[cause] = module.RULE
+    missing = set(CAUSES) - NEUTRAL - set(mapping)
+    assert not missing, f"causes no rule reports: {sorted(missing)}"
+    return mapping
+
+
+RULE_FOR_CAUSE: dict[str, Rule] = _rule_for_cause()
+
+
 def module_for(code: str) -> ModuleType | None:
     for module in REGISTRY:
         if module.RULE.code == code:

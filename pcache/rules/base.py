@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 SEVERITIES = ("error", "warning", "info")
 FIX_AVAILABILITY = ("none", "sometimes", "always")
-CLAIMS = ("divergence", "rounding", "none")
+CLAIMS = ("none", "rounding")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +39,10 @@ class Violation:
     overrides the rule's default (single-request suspicions are lower than cross-request
     evidence).
 
-    What a finding may be charged (`pcache.rules.cost`): `claims="divergence"` (the default)
-    the tokens that undoing its change saves, when the request's cached prefix ends in the text
-    it names; `"rounding"` the shared tokens the cache's granularity could not reuse there
-    (a prefix that ends inside a block); `"none"` nothing (a fact about one request).
+    What a finding may be charged (`pcache.rules.cost`): lost tokens are charged to the
+    divergences that lost them, never to a check's findings; `claims="rounding"` takes the
+    shared tokens the cache's granularity could not reuse (a prefix that ends inside a block),
+    `"none"` (the default) nothing.
     A `hint` is a single-request suspicion without an observed change: reported only when its
     rule is selected explicitly, and never charged. Findings of one `group` are reported once,
     where the first was found, with the highest severity seen and the costs of all.
@@ -56,7 +56,7 @@ class Violation:
     severity: str | None = None
     fix_title: str | None = None
     fixable: bool = False
-    claims: str = "divergence"
+    claims: str = "none"
     hint: bool = False
     group: object = None
     at_template: bool = False

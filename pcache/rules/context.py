@@ -209,6 +209,11 @@ class RequestContext:
                 return span.start
         return None
 
+    @property
+    def is_rendered(self) -> bool:
+        """Whether the render with character offsets is held (else `rendered` computes it)."""
+        return self._rendered is not None
+
     def release(self) -> None:
         """Drop renders; they are recomputed if a later request of the session needs them."""
         self._prefix_tokens.clear()

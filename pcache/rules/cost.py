@@ -1,46 +1,53 @@
-"""Cost attribution: which finding each re-prefilled token is charged to, and the log if fixed.
+"""Charging: each re-prefilled token goes to the divergence that lost it, once.
 
 What a request reuses is what an unlimited, serial replay of the log reuses
-(`pcache.cache.reuse`). A request re-prefills everything after the longest prefix it shares
-with an earlier prompt; the finding that names the text where that prefix ends (its first
-divergence) is charged the tokens that undoing its change saves. Undoing means splicing back
-what the request's reference (the previous request of its session, or for a session's first
-request the latest other session's first request) had there, so that the rest realigns
-(`splice`), then looking the spliced prompt up in the same cache. When the spliced prompt ends
-at a second named divergence, the finding there is charged what undoing that one saves in turn.
-A token is charged at most once; what no finding explains (the log's first request, each
-session's own content, each turn's new messages, partial blocks) stays unattributed.
+(`pcache.cache.reuse`): the longest token prefix it shares with any earlier prompt of its cache
+namespace, whatever the session or user. The earlier prompt that holds that prefix (P) is where
+the request (R) would have kept reading had it not diverged; `pcache.divergence.classify`
+names why it diverged there. When the cause is a defect (a rule reports it), undoing it means
+splicing back what P has in the changed unit (`splice`), so that the rest realigns, and
+looking the spliced prompt up in the same cache; the rule is charged the tokens that saves.
+The spliced prompt may stop at a second divergence (from P or another prompt), which is
+classified and undone in turn. A token is charged at most once. What stays unattributed: the
+first request of a cache namespace (nothing to reuse), content no earlier request could have
+supplied (new turns, other conversations' own messages), and the shared tokens the cache's
+granularity cannot reuse (partial blocks, the last-token rule).
 
-"If fixed" is the same splicing applied to every request against the fixed version of its
-reference, replayed through a second cache: a replay of fixed prompts, not a sum of costs.
-`Costs` keeps both caches and settles each request in turn; the runner only reports.
+"If fixed" replays the log with every reported divergence undone: each request is walked again
+against a second cache holding the fixed versions of the earlier requests, and the fixed
+version is cached there. `Costs` keeps both caches and settles each request in turn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pcache.cache.reuse import Match, PrefixIndex, reusable
-from pcache.prefix import common_prefix_length, common_run_length
+from pcache.divergence.classify import Divergence
+from pcache.prefix import common_run_length
 
 if TYPE_CHECKING:
     from pcache.cache.profiles import Profile
-    from pcache.rules.base import Diagnostic, Violation
-    from pcache.rules.context import LintContext, RequestContext
+    from pcache.rules.base import Rule
+    from pcache.rules.context import RequestContext
 
-SLACK = 4
-"""Tokens a divergence may lie before the text a finding names (BPE merges across a change)."""
 ANCHOR = 8
-"""Tokens of the reference that must reappear in the request for the rest to realign."""
+"""Tokens of the earlier prompt that must reappear in the request for the rest to realign."""
+MIN_SHARED_CONTENT = 24
+"""Characters of the changed part itself that must follow an undone change in the realigned
+prefix when nothing of a later part does: realigning over template text alone (a value at the
+very end of the last shared message) saves nothing worth moving the value for."""
+MAX_STEPS = 16
+"""Divergences undone per request at most (each one must save tokens)."""
 
 
 def splice(
     reference: Sequence[int], tokens: Sequence[int], start: int, end: int, reference_end: int
 ):
     """Undo the change at `start`, which lies in `tokens[start:end]` and, in the reference, in
-    `reference[start:reference_end]` (the text a finding names): `(spliced, a, b)` with
+    `reference[start:reference_end]`: `(spliced, a, b)` with
     `spliced = tokens[:start] + reference[start:start+a] + tokens[start+b:]`,
     `start + b <= end` and `start + a <= reference_end`, where the rest of the reference
     realigns so that `spliced` shares the longest prefix with it; None when nothing of the
@@ -84,137 +91,153 @@ def _find(tokens: Sequence[int], anchor: Sequence[int], low: int, high: int) -> 
     return None
 
 
-@dataclass(slots=True)
-class Claim:
-    """A finding that may explain a divergence: the tokens of the text it names, and where
-    that text ends in the request's reference."""
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Tokens `[start, start + taken)` of an edited prompt replace `dropped` tokens of the
+    prompt before this edit (positions in the prompt as edited so far)."""
 
-    diagnostic: Diagnostic
     start: int
-    end: int
-    reference_end: int
+    taken: int
+    dropped: int
 
 
-def claim_at(claims: list[Claim], divergence: int) -> Claim | None:
-    """The finding whose text holds the divergence (the innermost when several do)."""
-    holding = [c for c in claims if c.start - SLACK <= divergence <= c.end]
-    return max(holding, key=lambda c: (c.start, -c.end), default=None)
+def to_original(edits: Sequence[Edit], position: int) -> int | None:
+    """Where `position` of the edited prompt was in the prompt as sent (None: in a splice)."""
+    for edit in reversed(edits):
+        if position < edit.start:
+            continue
+        if position < edit.start + edit.taken:
+            return None
+        position += edit.dropped - edit.taken
+    return position
+
+
+def from_original(edits: Sequence[Edit], position: int) -> int:
+    """Where token `position` of the prompt as sent is after `edits` (a splice's end if it
+    fell inside one)."""
+    for edit in edits:
+        if position < edit.start:
+            continue
+        if position < edit.start + edit.dropped:
+            position = edit.start + edit.taken
+        else:
+            position += edit.taken - edit.dropped
+    return position
 
 
 @dataclass(slots=True)
-class Undone:
-    """A request with the changes its findings name undone, and what that saves."""
+class Earlier:
+    """What lint keeps of a request once it is cached: enough to render it again."""
 
-    token_ids: list[int]
+    context: RequestContext
+    session: str
+    edits: list[Edit] = field(default_factory=list)
+    """Its fixed version: the divergences undone in the fixed log."""
+    fixed: list[int] | None = None
+    """The fixed version's tokens while kept (None: recomputed from `edits`)."""
+
+    def tokens(self, fixed: bool) -> list[int]:
+        tokens = self.context.token_ids
+        if not fixed or not self.edits:
+            return tokens
+        if self.fixed is None:
+            self.fixed = apply(tokens, self.edits, self.taken)
+        return self.fixed
+
+    taken: list[tuple[int, ...]] = field(default_factory=list)
+    """The tokens each edit put in (parallel to `edits`)."""
+
+
+def apply(tokens: Sequence[int], edits: Sequence[Edit], taken: Sequence[tuple[int, ...]]):
+    result = list(tokens)
+    for edit, put in zip(edits, taken, strict=True):
+        result[edit.start : edit.start + edit.dropped] = put
+    return result
+
+
+@dataclass(slots=True)
+class Charge:
+    """A divergence undone in one request: what it saved, and who held the prefix."""
+
+    divergence: Divergence
+    rule: Rule
+    tokens: int
+    holder: Earlier
+    position: int
+    """The token of the request (as sent) where it diverged."""
+
+
+@dataclass(slots=True)
+class Walk:
+    """A request with the divergences it could undo undone."""
+
+    tokens: list[int]
     match: Match
     reused: int
-    charged: list[tuple[Diagnostic, int]]
-    """(finding, tokens saved by undoing its change), in the order they were undone."""
+    charges: list[Charge]
+    edits: list[Edit]
+    taken: list[tuple[int, ...]]
 
 
-def undo(
+Classify = Callable[["Earlier", int, int], "tuple[Divergence, Rule | None] | None"]
+"""(earlier request, token there, token of the request) -> the divergence and its rule."""
+Content = Callable[[int, int], bool]
+"""Whether the request's tokens [start, end) (as sent) hold content worth realigning."""
+
+
+def walk(
     index: PrefixIndex,
     profile: Profile,
     tokens: list[int],
     namespace: str | None,
-    found: Match,
-    reference: Sequence[int] | None,
-    claims: list[Claim],
-    inherited: int = 0,
-    reference_length: int | None = None,
-) -> Undone:
-    """Undo, divergence after divergence, the changes that `claims` name (see the module).
-
-    `inherited`: the request repeats its reference as actually sent up to this token, so where
-    it differs before it from `reference` (a fixed version), it repeats a change undone in an
-    earlier request: that is undone too, charged to nobody. `reference_length`: the length of
-    the reference as sent when `reference` is a fixed version (claims' reference positions
-    are positions in what was sent).
-    """
-    if reference_length is None and reference is not None:
-        reference_length = len(reference)
+    earlier: Sequence[Earlier],
+    fixed: bool,
+    classify: Classify,
+    undoes: Callable[[Rule], bool],
+    content: Content,
+) -> Walk:
+    """Undo, divergence after divergence, what the rules explain (see the module)."""
     size = index.block_size
-    reused = reusable(profile, found.length, len(tokens), size)
-    undone = Undone(tokens, found, reused, [])
-    open_claims = [Claim(c.diagnostic, c.start, c.end, c.reference_end) for c in claims]
-    moved = len(reference) - reference_length if reference is not None else 0
-    while reference is not None:
-        divergence = undone.match.length
-        claim = claim_at(open_claims, divergence)
-        if claim is not None:
-            end, reference_end = claim.end + 1, claim.reference_end + 1 + moved
-        elif divergence < inherited:
-            end, reference_end = inherited, inherited + moved
-        else:
+    found = index.match(tokens, namespace)
+    result = Walk(tokens, found, reusable(profile, found.length, len(tokens), size), [], [], [])
+    for _ in range(MAX_STEPS):
+        if result.match.holder is None:
             break
-        spliced = splice(reference, undone.token_ids, divergence, end, reference_end)
+        holder = earlier[result.match.holder]
+        reference = holder.tokens(fixed)
+        divergence_at = result.match.length
+        if divergence_at >= len(reference) or divergence_at >= len(result.tokens):
+            break  # the earlier prompt ends here: what follows is this request's own
+        at_request = to_original(result.edits, divergence_at)
+        at_holder = to_original(holder.edits, divergence_at) if fixed else divergence_at
+        if at_request is None or at_holder is None:
+            break
+        classified = classify(holder, at_holder, at_request)
+        if classified is None:
+            break
+        divergence, rule = classified
+        if rule is None or not undoes(rule):
+            break
+        end = from_original(result.edits, divergence.b_end)
+        reference_end = from_original(holder.edits, divergence.a_end) if fixed else divergence.a_end
+        spliced = splice(reference, result.tokens, divergence_at, end, reference_end)
         if spliced is None:
             break
         candidate, taken, dropped = spliced
         match = index.match(candidate, namespace)
         reused = reusable(profile, match.length, len(candidate), size)
-        saved = (len(undone.token_ids) - undone.reused) - (len(candidate) - reused)
+        saved = (len(result.tokens) - result.reused) - (len(candidate) - reused)
         if saved <= 0:
             break
-        end_of_change = divergence + dropped
-        if inherited >= end_of_change:
-            inherited += taken - dropped
-        if claim is not None:
-            open_claims.remove(claim)
-            undone.charged.append((claim.diagnostic, saved))
-        for other in open_claims:
-            if other.start >= end_of_change:
-                other.start += taken - dropped
-                other.end += taken - dropped
-        undone.token_ids, undone.match, undone.reused = candidate, match, reused
-    return undone
-
-
-def text_span(
-    current: RequestContext, violation: Violation, position: int | None
-) -> tuple[int, int] | None:
-    """First and last token of the text a finding names (None: it names no text): what was
-    rendered from its path, or else from the nearest enclosing path rendered."""
-    if violation.at_template or not current.is_chat or not violation.json_path:
-        return None if position is None else (position, position + SLACK)
-    path = violation.json_path
-    if path.endswith("]") and "[" in path:  # an element: the change may move the others
-        path = path[: path.rindex("[")]
-    spans = current.rendered.spans
-    chars = [
-        (s.start, s.end)
-        for s in spans
-        if s.path == path or s.path.startswith((path + ".", path + "["))
-    ]
-    if not chars:
-        enclosing = [s for s in spans if path.startswith((s.path + ".", s.path + "["))]
-        longest = max((len(s.path) for s in enclosing), default=0)
-        chars = [(s.start, s.end) for s in enclosing if len(s.path) == longest]
-    if not chars:
-        return None if position is None else (position, position + SLACK)
-    first = current.token_of_char(min(start for start, _ in chars))
-    last = current.token_of_char(max(end for _, end in chars) - 1)
-    if position is not None:
-        first = min(first, position)
-    return first, last
-
-
-def claim_for(
-    diagnostic: Diagnostic,
-    violation: Violation,
-    position: int | None,
-    current: RequestContext,
-    reference: RequestContext | None,
-) -> Claim | None:
-    """What a finding may explain: the text it names here and in the request's reference."""
-    span = text_span(current, violation, position)
-    if span is None:
-        return None
-    reference_end = len(current.token_ids)
-    if reference is not None:
-        named = text_span(reference, violation, None)
-        reference_end = max(named[1], span[1]) if named else len(reference.token_ids)
-    return Claim(diagnostic, *span, reference_end)
+        shared_after = match.length - (divergence_at + taken)
+        start = at_request + dropped
+        if shared_after <= 0 or not content(start, start + shared_after):
+            break
+        result.edits.append(Edit(divergence_at, taken, dropped))
+        result.taken.append(tuple(reference[divergence_at : divergence_at + taken]))
+        result.charges.append(Charge(divergence, rule, saved, holder, at_request))
+        result.tokens, result.match, result.reused = candidate, match, reused
+    return result
 
 
 @dataclass(slots=True)
@@ -222,11 +245,13 @@ class Settled:
     """What one request cost, as is and in the fixed log."""
 
     reused: int
-    charged: list[tuple[Diagnostic, int]]
-    unattributed: int
+    charges: list[Charge]
+    unattributed: dict[str, int]
     fixed_tokens: int
     fixed_reused: int
     changed: bool
+    rounded: int = 0
+    """Shared tokens the granularity loses, for the rounding finding to take."""
 
 
 class Costs:
@@ -237,6 +262,8 @@ class Costs:
         self.index = PrefixIndex(block_size)
         self.fixed_index: PrefixIndex | None = None
         """The fixed log's cache; the same as `index` until a fix changes a request."""
+        self.earlier: list[Earlier] = []
+        self.namespaces: set[str | None] = set()
 
     def match(self, current: RequestContext) -> Match:
         """The longest cached prefix of the request (before it is settled)."""
@@ -245,80 +272,88 @@ class Costs:
     def settle(
         self,
         current: RequestContext,
-        found: Match,
-        reference: RequestContext | None,
-        claims: list[Claim],
-        rounding: list[Diagnostic],
+        classify: Classify,
+        content: Content,
+        reports: Callable[[Rule], bool],
+        rounding: bool,
     ) -> Settled:
-        """Charge the findings of the request, replay its fixed version, then cache both."""
+        """Charge the request's divergences, replay its fixed version, then cache both.
+
+        `reports(rule)`: whether a divergence of this rule is reported (the fixed log undoes
+        only those); `rounding`: a finding takes the shared tokens the granularity loses."""
         tokens = current.token_ids
         namespace = current.request.cache_salt
-        if self.index.num_prompts == 0:  # the log's first request is never blamed
-            claims, rounding = [], []
-        references = reference.token_ids if reference is not None else None
-        reused = reusable(self.profile, found.length, len(tokens), self.index.block_size)
-        undone = undo(self.index, self.profile, tokens, namespace, found, references, claims)
-        charged = list(undone.charged)
-        left = len(tokens) - reused - sum(saved for _, saved in charged)
-        if rounding and not charged:  # the shared tokens the granularity could not reuse
-            lost = min(max(min(found.length, len(tokens)) - reused, 0), left)
-            charged.append((rounding[0], lost))
-            left -= lost
-        assert left >= 0, left
-        fixed = self._fixed(current, undone, reference, claims)
-        self.index.insert(found)
+        size = self.index.block_size
+        actual = walk(
+            self.index,
+            self.profile,
+            tokens,
+            namespace,
+            self.earlier,
+            False,
+            classify,
+            _always,
+            content,
+        )
+        found = self.index.match(tokens, namespace) if actual.charges else actual.match
+        reused = reusable(self.profile, found.length, len(tokens), size)
+        left = len(actual.tokens) - actual.reused
+        granular = max(min(actual.match.length, len(actual.tokens)) - actual.reused, 0)
+        unattributed = {"first_request": 0, "new_content": 0, "partial_blocks": 0}
+        first = namespace not in self.namespaces
+        if first:
+            unattributed["first_request"] = left
+        elif rounding:
+            unattributed["new_content"] = left - granular
+        else:
+            unattributed["partial_blocks"] = granular
+            unattributed["new_content"] = left - granular
+        fixed = self._fixed(current, actual, classify, content, reports)
+        number = self.index.insert(found)
+        assert number == len(self.earlier)
+        self.earlier.append(Earlier(current, current.session, fixed.edits, None, fixed.taken))
+        self.namespaces.add(namespace)
+        rounded = granular if rounding and not first else 0
         return Settled(
-            reused, charged, left, len(fixed.token_ids), fixed.reused, fixed.token_ids is not tokens
+            reused,
+            actual.charges,
+            unattributed,
+            len(fixed.tokens),
+            fixed.reused,
+            fixed.tokens is not tokens,
+            rounded,
         )
 
-    def _fixed(self, current, undone: Undone, reference, claims) -> Undone:
+    def _fixed(self, current, actual: Walk, classify: Classify, content, reports) -> Walk:
         """The request in the fixed log, replayed through the fixed log's cache."""
         tokens = current.token_ids
-        if self.fixed_index is None:  # the fixed log is the log so far: `undone` holds
-            if undone.token_ids is not tokens:
+        namespace = current.request.cache_salt
+        undone_all = all(reports(charge.rule) for charge in actual.charges)
+        if self.fixed_index is None and undone_all:
+            fixed = actual  # the fixed log is the log so far: the same walk
+            if actual.charges:
                 self.fixed_index = self.index.copy()
         else:
-            fixed_reference, inherited, sent = None, 0, None
-            if reference is not None:
-                fixed_reference = reference.fixed_token_ids or reference.token_ids
-                sent = len(reference.token_ids)
-                if reference.fixed_token_ids is not None:
-                    inherited = common_prefix_length(tokens, reference.token_ids)
-            namespace = current.request.cache_salt
-            match = self.fixed_index.match(tokens, namespace)
-            undone = undo(
+            if self.fixed_index is None:
+                self.fixed_index = self.index.copy()
+            fixed = walk(
                 self.fixed_index,
                 self.profile,
                 tokens,
                 namespace,
-                match,
-                fixed_reference,
-                claims,
-                inherited,
-                sent,
+                self.earlier,
+                True,
+                classify,
+                reports,
+                content,
             )
-        if undone.token_ids is not tokens:
-            current.fixed_token_ids = undone.token_ids
         if self.fixed_index is not None:
-            self.fixed_index.insert(undone.match)
-        return undone
+            match = fixed.match
+            if fixed is actual:
+                match = self.fixed_index.match(fixed.tokens, namespace)
+            self.fixed_index.insert(match)
+        return fixed
 
 
-def expected_shared(context: LintContext) -> int:
-    """Tokens of the current request a cache could reuse if nothing broke (an upper bound).
-
-    After an earlier request of the session: its prompt, and on engines that cache generated
-    tokens (vLLM, SGLang) also its reply. For a session's first request: the tools and system
-    prompt that every session shares.
-    """
-    current = context.current
-    if not current.is_chat:
-        return 0
-    num_tokens = len(current.token_ids)
-    if context.previous is None:
-        return current.tokens_before_message(current.first_turn_index)
-    expected = min(len(context.previous.token_ids), num_tokens)
-    if context.settings.profile.granularity in ("block", "token"):
-        with_reply = min(len(context.previous.messages) + 1, len(current.messages))
-        expected = max(expected, current.tokens_before_message(with_reply))
-    return expected
+def _always(rule: Rule) -> bool:
+    return True

@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-import unicodedata
-from functools import lru_cache
-
-from pcache.patterns import CLOCK, DATE, RANDOM_ID
+from pcache.divergence.history import normalize_whitespace
 from pcache.prefix import common_prefix_length
-
-
-def normalize_whitespace(text: str) -> str:
-    """CRLF to LF, trailing spaces stripped per line, NFC, ends stripped."""
-    if text.isascii() and "\r" not in text and " \n" not in text and "\t\n" not in text:
-        return text.strip()
-    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
-    return "\n".join(line.rstrip() for line in text.split("\n")).strip()
 
 
 def first_difference(a: str, b: str) -> int | None:
@@ -56,19 +45,4 @@ def changed_context(a: str, b: str, margin: int = 20) -> tuple[int, str, str]:
     )
 
 
-def is_volatile(text: str) -> bool:
-    """Text holding a clock value, a date or a random-looking id (PC101/PC103 territory)."""
-    return bool(CLOCK.search(text) or DATE.search(text) or RANDOM_ID.search(text))
-
-
-@lru_cache(maxsize=4096)
-def search_clock(text: str) -> tuple[int, str] | None:
-    """First clock value in `text` (cached: system prompts repeat across sessions)."""
-    match = CLOCK.search(text)
-    return (match.start(), match.group(0)) if match else None
-
-
-@lru_cache(maxsize=4096)
-def search_random_id(text: str) -> tuple[int, str] | None:
-    match = RANDOM_ID.search(text)
-    return (match.start(), match.group(0)) if match else None
+__all__ = ["normalize_whitespace"]

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pcache.patterns import search_clock
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.patterns import CLOCK, DATE, changed_windows, search_clock, short, widen
+from pcache.rules.patterns import short
 
 RULE = Rule(
     code="PC101",
@@ -53,42 +54,24 @@ RULE = Rule(
     summary="A date or time in the system prompt or tools changes the cached prefix",
     fix_availability="none",
 )
+CAUSES = ("clock",)
+"""Reported where a request's cached prefix ends at a changed clock (`pcache.divergence`)."""
 FIX = "move the clock value to the newest user turn or to `metadata`"
 
 
-def _is_clock(text: str) -> bool:
-    return bool(CLOCK.search(text) or DATE.search(text))
-
-
 def check(ctx: LintContext) -> Iterator[Violation]:
+    """One request: a time of day in the part every request repeats is a cache breaker before
+    the second request exists (a warning, once per place). A date alone is reported only when
+    it changes (the divergence)."""
     request = ctx.current.request
-    before = ctx.previous.slot_map() if ctx.previous else None
     for slot, path, text in ctx.current.prefix_slots:
-        if before is not None:
-            if slot not in before or before[slot][1] == text:
-                continue  # same value as the previous request: no break here
-            old_text = before[slot][1]
-            start, old, new = changed_windows(old_text, text)
-            if _is_clock(widen(text, start, start + len(new), 20)) and _is_clock(
-                widen(old_text, start, start + len(old), 20)
-            ):
-                yield Violation(
-                    f"clock value in the cached prefix changes between requests"
-                    f" ({short(widen(old_text, start, start + len(old), 6))} ->"
-                    f" {short(widen(text, start, start + len(new), 6))})",
-                    request.source_path(path),
-                    offset=start,
-                    fix_title=FIX,
-                )
-            continue
-        match = search_clock(text)
-        if match:
+        clock = search_clock(text)
+        if clock is not None and ctx.app.once(("PC101", slot)):
             yield Violation(
-                f"clock value {short(match[1])} in the cached prefix: it changes the prefix"
-                " whenever it changes",
+                f"clock value {short(clock[1])} in the cached prefix: each new value"
+                " re-prefills everything after it",
                 request.source_path(path),
-                offset=match[0],
+                offset=clock[0],
                 severity="warning",
                 fix_title=FIX,
-                hint=True,
             )

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pcache.patterns import search_random_id
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.patterns import RANDOM_ID, changed_windows, search_random_id, short, widen
+from pcache.rules.patterns import short
 
 RULE = Rule(
     code="PC103",
@@ -49,31 +50,17 @@ RULE = Rule(
     severity="error",
     summary="A per-request identifier in the system prompt or tools makes every prefix unique",
 )
+CAUSES = ("random_id",)
+"""Reported where a request's cached prefix ends at a changed id (`pcache.divergence`)."""
 FIX = "drop the identifier from the prompt or send it in `metadata`/headers"
 
 
 def check(ctx: LintContext) -> Iterator[Violation]:
+    """One request: a random-looking id in the part every request repeats (a hint)."""
     request = ctx.current.request
-    before = ctx.previous.slot_map() if ctx.previous else None
     for slot, path, text in ctx.current.prefix_slots:
-        if before is not None:
-            if slot not in before or before[slot][1] == text:
-                continue
-            old_text = before[slot][1]
-            start, old, new = changed_windows(old_text, text)
-            new_ids = RANDOM_ID.findall(widen(text, start, start + len(new), 40))
-            old_ids = RANDOM_ID.findall(widen(old_text, start, start + len(old), 40))
-            if new_ids and old_ids and set(new_ids) != set(old_ids):
-                yield Violation(
-                    f"identifier in the cached prefix changes between requests"
-                    f" ({short(old_ids[0])} -> {short(new_ids[0])})",
-                    request.source_path(path),
-                    offset=start,
-                    fix_title=FIX,
-                )
-            continue
         match = search_random_id(text)
-        if match:
+        if match and ctx.app.once(("PC103", slot)):
             yield Violation(
                 f"random-looking identifier {short(match[1])} in the cached prefix",
                 request.source_path(path),

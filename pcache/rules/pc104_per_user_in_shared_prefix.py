@@ -37,19 +37,7 @@ Put personal data in the first or last user turn, or behind a tool.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext
-from pcache.rules.patterns import (
-    CLOCK,
-    DATE,
-    RANDOM_ID,
-    changed_windows,
-    normalize_whitespace,
-    short,
-    widen,
-)
+from pcache.rules.base import Rule
 
 RULE = Rule(
     code="PC104",
@@ -57,45 +45,5 @@ RULE = Rule(
     severity="error",
     summary="Per-user data in the system prompt or tools splits the shared prefix by user",
 )
-
-
-def _explained_elsewhere(old: str, new: str) -> bool:
-    """Clock values, random ids and whitespace have their own rules."""
-    if normalize_whitespace(old) == normalize_whitespace(new):
-        return True
-    return any(p.search(t) for p in (CLOCK, DATE, RANDOM_ID) for t in (old, new))
-
-
-def check(ctx: LintContext) -> Iterator[Violation]:
-    if not ctx.is_session_head:
-        return
-    current = ctx.current
-    identity = current.identity
-    for head in ctx.app.other_heads(current.session):
-        if identity and head.identity == identity:
-            continue
-        before = head.context.slot_map()
-        for slot, path, text in current.prefix_slots:
-            if slot not in before or before[slot][1] == text:
-                continue
-            old_text = before[slot][1]
-            start, old, new = changed_windows(old_text, text)
-            after = len(text) - start - len(new)
-            if not new.strip() or len(new) > 400:
-                continue  # nothing personal here, or a different prompt altogether
-            if after < max(40, 0.25 * len(text)):
-                continue  # nothing shared follows: the prefix before it is still shared
-            if _explained_elsewhere(
-                widen(old_text, start, start + len(old), 8), widen(text, start, start + len(new), 8)
-            ):
-                continue
-            who = f"user {head.identity!r}" if head.identity else "another session"
-            yield Violation(
-                f"per-user value in the shared prefix: {short(new)} here, {short(old)} for {who};"
-                f" the {after} shared characters after it are prefilled again per user",
-                current.request.source_path(path),
-                offset=start,
-                fix_title="move personal data to a user turn or behind a tool",
-            )
-            return
-        return  # compare with the most recent other session only
+CAUSES = ("per_user",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""

@@ -38,11 +38,7 @@ Use instead:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext
-from pcache.rules.patterns import first_difference, normalize_whitespace
+from pcache.rules.base import Rule
 
 RULE = Rule(
     code="PC107",
@@ -50,41 +46,5 @@ RULE = Rule(
     severity="error",
     summary="Text differs from the previous request only in whitespace or Unicode form",
 )
-FIX = "normalize line endings, trailing spaces and Unicode form once, when text is stored"
-
-
-def _drift(old: str, new: str) -> int | None:
-    if old == new or normalize_whitespace(old) != normalize_whitespace(new):
-        return None
-    return first_difference(old, new)
-
-
-def check(ctx: LintContext) -> Iterator[Violation]:
-    if ctx.previous is None:
-        return
-    request, previous = ctx.current.request, ctx.previous.request
-    before = ctx.previous.slot_map()
-    for slot, path, text in ctx.current.prefix_slots:
-        if slot in before and slot[0] != "tool-name":
-            offset = _drift(before[slot][1], text)
-            if offset is not None:
-                yield Violation(
-                    "differs from the previous request only in whitespace/Unicode form",
-                    request.source_path(path),
-                    offset=offset,
-                    fix_title=FIX,
-                )
-    start = ctx.current.first_turn_index
-    for index in range(start, min(len(previous.messages), len(request.messages))):
-        old = previous.messages[index].get("content")
-        new = request.messages[index].get("content")
-        if isinstance(old, str) and isinstance(new, str):
-            offset = _drift(old, new)
-            if offset is not None:
-                yield Violation(
-                    f"history message {index} differs from the previous request only in"
-                    " whitespace/Unicode form",
-                    request.source_path(f"messages[{index}].content"),
-                    offset=offset,
-                    fix_title=FIX,
-                )
+CAUSES = ("whitespace",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""

@@ -57,6 +57,9 @@ RULE = Rule(
     severity="error",
     summary="Images in the prefix change between requests (signed URLs, re-encoding, detail)",
 )
+CAUSES = ("image",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`); the
+check below reports what a provider sees that the rendered tokens may not show."""
 
 IMAGE_TYPES = ("image_url", "input_image", "image")
 SIGNED = re.compile(

@@ -52,7 +52,7 @@ from typing import Any
 from pcache.prompt.request import tool_name
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.slots import canonical, exact, tool_function
+from pcache.rules.slots import exact, tool_function
 
 RULE = Rule(
     code="PC201",
@@ -61,6 +61,8 @@ RULE = Rule(
     summary="Tool schema keys are serialized in an order that is not stable",
     fix_availability="sometimes",
 )
+CAUSES = ("key_order",)
+"""Reported where a request\'s cached prefix ends at a schema written in another key order."""
 
 
 def _schema(tool: dict[str, Any]) -> Any:
@@ -91,24 +93,14 @@ def _path(request, index: int) -> str:
 
 
 def check(ctx: LintContext) -> Iterator[Violation]:
+    """One request: tool schemas whose keys are not sorted (a hint, fixable)."""
     request = ctx.current.request
-    before = {}
-    if ctx.previous is not None:
-        before = {tool_name(t): _schema(t) for t in ctx.previous.request.tools}
     for index, tool in enumerate(request.tools):
         schema = _schema(tool)
         if schema is None:
             continue
         name = tool_name(tool)
-        old = before.get(name)
-        if old is not None and exact(old) != exact(schema) and canonical(old) == canonical(schema):
-            yield Violation(
-                f"schema of tool {name!r} has the same content as in the previous request but its"
-                " keys are serialized in another order",
-                _path(request, index),
-                fix_title="serialize tool schemas with sorted keys",
-            )
-        elif not _sorted(ctx, schema) and ctx.app.once(("PC201", name, exact(schema))):
+        if not _sorted(ctx, schema) and ctx.app.once(("PC201", name, exact(schema))):
             yield Violation(
                 f"schema keys of tool {name!r} are not sorted; an unstable serializer would change"
                 " the prefix",

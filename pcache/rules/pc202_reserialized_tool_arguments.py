@@ -65,6 +65,9 @@ RULE = Rule(
     severity="error",
     summary="Tool-call arguments in history were re-serialized instead of replayed byte for byte",
 )
+CAUSES = ("arguments_reserialized",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`); the
+check below reports what a provider sees that the rendered tokens may not show."""
 
 
 def _raw_calls(request, index: int) -> list[tuple[str, Any, str]]:

@@ -58,39 +58,16 @@ RULE = Rule(
     summary="The same tools are sent in a different order",
     fix_availability="sometimes",
 )
+CAUSES = ("tool_order",)
+"""Reported where a request\'s cached prefix ends at the same tools in another order."""
 FIX = "sort tools by name after merging sources"
 
 
-def _reordered(old: list[str], new: list[str]) -> int | None:
-    if old == new or sorted(old) != sorted(new):
-        return None
-    return next(index for index, (a, b) in enumerate(zip(old, new, strict=True)) if a != b)
-
-
 def check(ctx: LintContext) -> Iterator[Violation]:
+    """One request: tools not sorted by name (a hint, fixable)."""
     request = ctx.current.request
     names = tool_names(request)
-    if len(names) < 2:
-        return
-    others = []
-    if ctx.previous is not None:
-        others.append(("the previous request", tool_names(ctx.previous.request)))
-    elif ctx.is_session_head:
-        others += [
-            (f"session {h.session}", tool_names(h.context.request))
-            for h in ctx.app.other_heads(ctx.current.session)[:1]
-        ]
-    for where, old in others:
-        index = _reordered(old, names)
-        if index is not None:
-            yield Violation(
-                f"same tools as {where} in another order ({names[index]!r} is now at position"
-                f" {index}, was {old[index]!r})",
-                request.source_path(f"tools[{index}]"),
-                fix_title=FIX,
-            )
-            return
-    if unsorted_server(names) is not None:
+    if len(names) < 2 or unsorted_server(names) is not None:
         return  # PC305 gives the more specific hint
     if names != sorted(names) and ctx.app.once(("PC301", tuple(names))):
         yield Violation(

@@ -42,11 +42,7 @@ Send the full toolkit every time and restrict it with `tool_choice`/`allowed_too
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pcache.prompt.request import tool_names
-from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext
+from pcache.rules.base import Rule
 
 RULE = Rule(
     code="PC302",
@@ -54,27 +50,5 @@ RULE = Rule(
     severity="error",
     summary="Tools were added or removed between requests of a session",
 )
-
-
-def check(ctx: LintContext) -> Iterator[Violation]:
-    if ctx.previous is None:
-        return
-    request = ctx.current.request
-    old, new = tool_names(ctx.previous.request), tool_names(request)
-    if set(old) == set(new):
-        return
-    added = [name for name in new if name not in old]
-    removed = [name for name in old if name not in new]
-    first = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
-    first = min(len(old), len(new)) if first is None else first
-    parts = []
-    if added:
-        parts.append("added " + ", ".join(map(repr, added)))
-    if removed:
-        parts.append("removed " + ", ".join(map(repr, removed)))
-    path = f"tools[{first}]" if first < len(new) else ("tools" if new else "")
-    yield Violation(
-        f"tool set changed since the previous request ({'; '.join(parts)})",
-        request.source_path(path) if path else "tools",
-        fix_title="send the full toolkit; restrict with tool_choice/allowed_tools",
-    )
+CAUSES = ("tool_set",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""

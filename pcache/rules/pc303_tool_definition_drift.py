@@ -37,13 +37,7 @@ Keep tool definitions static; put changing facts in tool results.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pcache.prompt.request import tool_name
-from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext
-from pcache.rules.patterns import changed_context, changed_windows, is_volatile, short, widen
-from pcache.rules.slots import canonical, tool_function
+from pcache.rules.base import Rule
 
 RULE = Rule(
     code="PC303",
@@ -51,38 +45,5 @@ RULE = Rule(
     severity="error",
     summary="A tool's description or parameters changed between requests",
 )
-
-
-def check(ctx: LintContext) -> Iterator[Violation]:
-    if ctx.previous is None:
-        return
-    request = ctx.current.request
-    before = {tool_name(t): tool_function(t) for t in ctx.previous.request.tools}
-    for index, tool in enumerate(request.tools):
-        name = tool_name(tool)
-        old = before.get(name)
-        new = tool_function(tool)
-        if old is None or canonical(old) == canonical(new):
-            continue
-        base = f"tools[{index}].function" if "function" in tool else f"tools[{index}]"
-        old_text, new_text = old.get("description"), new.get("description")
-        if isinstance(old_text, str) and isinstance(new_text, str) and old_text != new_text:
-            start, was, now = changed_windows(old_text, new_text)
-            _, wide_was, wide_now = changed_context(old_text, new_text)
-            if is_volatile(wide_was) and is_volatile(wide_now):
-                continue  # reported by PC101/PC103 with the same evidence
-            yield Violation(
-                f"description of tool {name!r} changed"
-                f" ({short(widen(old_text, start, start + len(was), 10))} ->"
-                f" {short(widen(new_text, start, start + len(now), 10))})",
-                request.source_path(f"{base}.description"),
-                offset=start,
-                fix_title="keep tool definitions static",
-            )
-            continue
-        if canonical(old.get("parameters")) != canonical(new.get("parameters")):
-            yield Violation(
-                f"parameters of tool {name!r} changed since the previous request",
-                request.source_path(f"{base}.parameters"),
-                fix_title="keep tool definitions static",
-            )
+CAUSES = ("tool_definition",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""

@@ -59,6 +59,9 @@ RULE = Rule(
     severity="error",
     summary="A tool call in history got a new id between requests",
 )
+CAUSES = ("tool_call_id",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`); the
+check below reports what a provider sees that the rendered tokens may not show."""
 
 
 def check(ctx: LintContext) -> Iterator[Violation]:

@@ -50,14 +50,7 @@ Append only; put runtime changes in new messages; compact rarely and in large st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext
-from pcache.rules.history import compare_history
-from pcache.rules.patterns import changed_context, is_volatile
-from pcache.rules.pc106_fewshot_reordered import fewshot_change, paragraphs
-from pcache.rules.slots import PREFIX_ROLES
+from pcache.rules.base import Rule
 
 RULE = Rule(
     code="PC401",
@@ -65,33 +58,5 @@ RULE = Rule(
     severity="error",
     summary="Earlier messages were edited, deleted, inserted or reordered",
 )
-
-
-def check(ctx: LintContext) -> Iterator[Violation]:
-    if ctx.previous is None:
-        return
-    previous, request = ctx.previous.request, ctx.current.request
-    change = compare_history(ctx)
-    if change.kind not in ("edit", "deletion", "insertion", "reorder"):
-        return  # append-only, or a change PC402/PC403/PC406 explain
-    index = change.index
-    if index >= ctx.previous.last_user_index:
-        return  # the previous request's newest turn was replaced: a retry, not history
-    old = previous.messages[index]
-    if change.kind == "edit" and index < len(request.messages):
-        new = request.messages[index]
-        if old["role"] in PREFIX_ROLES and new["role"] == old["role"]:
-            a, b = str(old.get("content")), str(new.get("content"))
-            _, was, now = changed_context(a, b) if a != b else (0, "", "")
-            if is_volatile(was) and is_volatile(now):
-                return  # a clock or an id: PC101/PC103 report it
-            if fewshot_change(paragraphs(a), paragraphs(b)) is not None:
-                return  # examples reordered or resampled: PC106 reports it
-    target = min(index, len(request.messages) - 1)
-    yield Violation(
-        f"history is not append-only: message {index} ({old['role']}) was"
-        f" {'edited' if change.kind == 'edit' else change.kind + ' affected'} since the previous"
-        " request",
-        request.source_path(f"messages[{target}]"),
-        fix_title="append only; put changes in new messages",
-    )
+CAUSES = ("history_edit",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""

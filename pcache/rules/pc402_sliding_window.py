@@ -43,11 +43,7 @@ Use instead:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext
-from pcache.rules.history import compare_history
+from pcache.rules.base import Rule
 
 RULE = Rule(
     code="PC402",
@@ -55,17 +51,5 @@ RULE = Rule(
     severity="error",
     summary="The oldest messages are dropped so the history window slides",
 )
-
-
-def check(ctx: LintContext) -> Iterator[Violation]:
-    if ctx.previous is None:
-        return
-    change = compare_history(ctx)
-    if change.kind != "window":
-        return
-    yield Violation(
-        f"history window slid: the {change.dropped} oldest message(s) after the system prompt"
-        " were dropped, so everything after the system prompt is prefilled again",
-        ctx.current.request.source_path(f"messages[{change.index}]"),
-        fix_title="drop history in large strides, or compact rarely",
-    )
+CAUSES = ("history_truncated",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""

@@ -52,11 +52,7 @@ Clip a tool output once, when it is first added; compact at most every K turns.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext
-from pcache.rules.history import compare_history
+from pcache.rules.base import Rule
 
 RULE = Rule(
     code="PC403",
@@ -64,27 +60,5 @@ RULE = Rule(
     severity="warning",
     summary="Earlier messages were summarized or clipped",
 )
-
-
-def check(ctx: LintContext) -> Iterator[Violation]:
-    if ctx.previous is None:
-        return
-    change = compare_history(ctx)
-    if change.kind not in ("compaction", "clipping"):
-        return
-    role = ctx.previous.messages[change.index]["role"]
-    if change.kind == "compaction":
-        message = (
-            f"history compacted: {change.dropped} messages from message {change.index} on were"
-            " replaced by one; everything after it is prefilled again"
-        )
-    else:
-        message = (
-            f"message {change.index} ({role}) was clipped since the previous request; everything"
-            " after it is prefilled again"
-        )
-    yield Violation(
-        message,
-        ctx.current.source_path(f"messages[{change.index}]"),
-        fix_title="clip outputs once when first added; compact rarely, in large steps",
-    )
+CAUSES = ("compaction",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""

@@ -55,6 +55,9 @@ RULE = Rule(
     severity="error",
     summary="Reasoning of an assistant turn was dropped when the history was replayed",
 )
+CAUSES = ("reasoning_dropped",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`); the
+check below reports what a provider sees that the rendered tokens may not show."""
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
 

@@ -46,12 +46,11 @@ from bisect import bisect_left
 from collections.abc import Iterator
 
 from pcache.cache.reuse import reusable
+from pcache.divergence.classify import REASONING_KEYS, RENDERED_PARAMETERS, explain
 from pcache.prefix import common_prefix_length
 from pcache.prompt.render import render
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.cost import expected_shared
-from pcache.rules.pc404_reasoning_dropped import REASONING_KEYS
 from pcache.rules.slots import exact
 
 RULE = Rule(
@@ -60,6 +59,22 @@ RULE = Rule(
     severity="error",
     summary="The chat template renders an earlier turn differently once it is history",
 )
+CAUSES = ("template",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""
+
+
+def expected_shared(ctx: LintContext) -> int:
+    """Tokens of the current request a cache could reuse after the previous request of its
+    session: its prompt, and on engines that cache generated tokens (vLLM, SGLang) also its
+    reply."""
+    current = ctx.current
+    assert ctx.previous is not None
+    num_tokens = len(current.token_ids)
+    expected = min(len(ctx.previous.token_ids), num_tokens)
+    if ctx.settings.profile.granularity in ("block", "token"):
+        with_reply = min(len(ctx.previous.messages) + 1, len(current.messages))
+        expected = max(expected, current.tokens_before_message(with_reply))
+    return expected
 
 
 def _lost(ctx: LintContext, position: int, reusable_end: int) -> int:
@@ -138,13 +153,13 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         return  # same values, other bytes (PC202)
     if exact(old_raw.get("tools")) != exact(new_raw.get("tools")):
         return
+    if any(old_raw.get(key) != new_raw.get(key) for key in RENDERED_PARAMETERS):
+        return  # a parameter the template renders changed (PC509)
     found = _prompt_divergence(ctx) or _reply_divergence(ctx)
     if found is None:
         return
     position, _, reference, what = found
-    from pcache.diff import explain
-
-    _, cause = explain(reference, current.rendered, position)
+    cause = explain(reference, current.rendered, position).cause
     where = cause.b_path
     origin = f"content of {where}" if where else "template text"
     yield Violation(

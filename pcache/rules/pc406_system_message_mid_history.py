@@ -46,11 +46,7 @@ Keep one static system prompt; put per-turn guidance in the newest user turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from pcache.rules.base import Rule, Violation
-from pcache.rules.context import LintContext
-from pcache.rules.history import compare_history
+from pcache.rules.base import Rule
 
 RULE = Rule(
     code="PC406",
@@ -58,18 +54,5 @@ RULE = Rule(
     severity="warning",
     summary="System messages are injected or moved between turns",
 )
-
-
-def check(ctx: LintContext) -> Iterator[Violation]:
-    if ctx.previous is None:
-        return
-    change = compare_history(ctx)
-    if change.kind != "system-injection":
-        return
-    target = min(change.index, len(ctx.current.messages) - 1)
-    yield Violation(
-        f"a system message after the first turn was moved or re-injected (message"
-        f" {change.index} changed); everything after it is prefilled again",
-        ctx.current.source_path(f"messages[{target}]"),
-        fix_title="keep one static system prompt; put per-turn guidance in the user turn",
-    )
+CAUSES = ("system_message_moved",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""

@@ -48,6 +48,8 @@ RULE = Rule(
     severity="warning",
     summary="Model, reasoning effort or response schema changed within a session",
 )
+CAUSES = ("parameter",)
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""
 
 PARAMETERS = (
     "model",

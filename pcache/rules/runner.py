@@ -12,6 +12,7 @@ from typing import Any
 
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import load_profile
+from pcache.divergence.classify import explain
 from pcache.errors import InputError, UsageError
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
@@ -19,7 +20,7 @@ from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
 from pcache.prompt.request import Request, request_from_document, request_of
 from pcache.prompt.segment_cache import SegmentCachedRenderer
 from pcache.prompt.tokenizer import DEFAULT_DATE
-from pcache.rules import PARSE_ERROR, REGISTRY, RULES
+from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
 from pcache.rules.context import (
@@ -29,10 +30,11 @@ from pcache.rules.context import (
     RequestContext,
     SessionHead,
 )
-from pcache.rules.cost import Claim, Costs, claim_for
+from pcache.rules.cost import MIN_SHARED_CONTENT, Charge, Costs, Earlier
 from pcache.rules.fixes import fix_files
+from pcache.rules.patterns import short
 from pcache.rules.selection import Selection
-from pcache.rules.sessions import SessionTracker
+from pcache.rules.sessions import SessionTracker, shares_prefix_part
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson")
 KEEP_RENDERED = 512
@@ -68,10 +70,22 @@ class RuleTotal:
 
 
 IF_FIXED_ASSUMES = (
-    "each finding's change undone (the request repeats what its reference sent there: the"
-    " previous request of its session, or the latest other session's first request), then"
-    " the log replayed through an unlimited cache"
+    "each reported divergence undone (the request repeats what the earlier request holding"
+    " its longest cached prefix has there, in the fixed log), then the log replayed through"
+    " an unlimited cache"
 )
+STRUCTURAL_CAUSES = frozenset(
+    {"tool_order", "tool_set", "history_truncated", "compaction", "system_message_moved"}
+)
+"""Causes whose message names what moved; quoting the text there says nothing more."""
+HISTORY_CAUSES = frozenset(
+    {"history_edit", "history_truncated", "compaction", "system_message_moved"}
+)
+"""Causes about a message as a whole: reported at the message."""
+UNATTRIBUTED = ("first_request", "new_content", "partial_blocks", "unreported")
+"""Re-prefilled tokens no finding is charged: a cache namespace's first request, content no
+earlier request could have supplied, shared tokens the cache's granularity loses, and
+divergences of rules not selected."""
 
 
 @dataclass(slots=True)
@@ -88,9 +102,7 @@ class LintSummary:
     sessions: int = 0
     prompt_tokens: int = 0
     reusable_tokens: int = 0
-    unattributed: dict[str, int] = field(
-        default_factory=lambda: {"session_start": 0, "continuation": 0}
-    )
+    unattributed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(UNATTRIBUTED, 0))
     prompt_tokens_if_fixed: int = 0
     reusable_tokens_if_fixed: int = 0
     requests_changed_if_fixed: int = 0
@@ -221,6 +233,8 @@ class _Run:
         self.progress = progress
         selection = options.selection
         self.modules = [m for m in REGISTRY if selection.is_selected(m.RULE.code)]
+        self.checks = [m for m in self.modules if hasattr(m, "check")]
+        self.selected = {m.RULE.code for m in self.modules}
         self.explicit = {m.RULE.code for m in self.modules if selection.is_explicit(m.RULE.code)}
         self.report_parse_errors = selection.is_selected(PARSE_ERROR.code)
         self.template_location = options.tokenizer if options.renderer is None else renderer.name
@@ -300,12 +314,12 @@ class _Run:
         started = time.perf_counter()
         context = LintContext(current, previous, self.app, is_head, found.length)
         violations: list[tuple[Rule, Violation]] = []
-        for module in self.modules:
+        for module in self.checks:
             violations.extend((module.RULE, violation) for violation in module.check(context))
         self.seconds["rules"] += time.perf_counter() - started
 
         started = time.perf_counter()
-        self._cost(context, found, violations)
+        self._cost(context, previous, violations)
         self.seconds["cost"] += time.perf_counter() - started
         if is_head:
             self.summary.sessions += 1
@@ -324,47 +338,99 @@ class _Run:
             return False  # a suspicion without an observed change: only when asked for
         return not violation.at_template or self.speaks_for_template
 
-    def _reference(self, context: LintContext) -> RequestContext | None:
-        """What the request is compared with: its session's previous request, or the latest
-        other session's first request."""
-        if context.previous is not None:
-            return context.previous
-        others = self.app.other_heads(context.current.session)
-        return others[0].context if others else None
+    def _reports(self, rule: Rule) -> bool:
+        """Whether a divergence this rule explains is reported (and undone in the fixed log)."""
+        if rule.code not in self.selected or not self._keep(rule.code):
+            return False
+        return rule is not RULE_FOR_CAUSE["template"] or self.speaks_for_template
 
-    def _cost(self, context: LintContext, found, violations) -> None:
-        """Report the findings, charge them (`pcache.rules.cost`) and add up the summary."""
+    def _classifier(self, current: RequestContext):
+        """The divergence of `current` from an earlier request at the given tokens."""
+
+        def classify(holder: Earlier, at_holder: int, at_request: int):
+            same = holder.session == current.session
+            earlier = holder.context
+            if not same and shares_prefix_part(earlier.request, current.request):
+                return None  # another conversation's own messages: nothing to undo
+            was_rendered = earlier.is_rendered
+            divergence = explain(earlier.rendered, current.rendered, at_holder, at_request, same)
+            if not was_rendered and earlier not in self.rendered_contexts:
+                earlier.release()
+            return divergence, RULE_FOR_CAUSE.get(divergence.cause.kind)
+
+        return classify
+
+    def _cost(self, context: LintContext, previous, violations) -> None:
+        """Charge the request's divergences (`pcache.rules.cost`), report them and the checks'
+        findings, and add up the summary."""
         current = context.current
-        reference = self._reference(context)
-        claims: list[Claim] = []
-        rounding: list[Diagnostic] = []
-        for rule, violation in violations:
-            if not self._wanted(rule, violation):
+        wanted = [(rule, v) for rule, v in violations if self._wanted(rule, v)]
+        rounding = any(v.claims == "rounding" and not v.hint for _, v in wanted)
+        settled = self.costs.settle(
+            current, self._classifier(current), _content_of(current), self._reports, rounding
+        )
+        summary = self.summary
+        reported: set[str] = set()
+        for charge in settled.charges:
+            if not self._reports(charge.rule):
+                summary.unattributed["unreported"] += charge.tokens
                 continue
+            diagnostic = self._report_divergence(charge, current, previous)
+            diagnostic.tokens_reprefilled += charge.tokens
+            self.totals[diagnostic.code].tokens_reprefilled += charge.tokens
+            reported.add(charge.rule.code)
+        rounded = settled.rounded
+        for rule, violation in wanted:
+            if rule.code in reported:
+                continue  # the divergence of this rule is the finding
             position = self._position(current, violation)
             diagnostic = self._report(rule, violation, current, position)
-            if violation.hint or violation.claims == "none":
-                continue
-            if violation.claims == "rounding":
-                rounding.append(diagnostic)
-                continue
-            claim = claim_for(diagnostic, violation, position, current, reference)
-            if claim is not None:
-                claims.append(claim)
-        settled = self.costs.settle(current, found, reference, claims, rounding)
-        for diagnostic, tokens in settled.charged:
-            diagnostic.tokens_reprefilled += tokens
-            self.totals[diagnostic.code].tokens_reprefilled += tokens
-        summary = self.summary
-        summary.unattributed["session_start" if context.is_session_head else "continuation"] += (
-            settled.unattributed
-        )
+            if violation.claims == "rounding" and not violation.hint and rounded:
+                diagnostic.tokens_reprefilled += rounded
+                self.totals[diagnostic.code].tokens_reprefilled += rounded
+                rounded = 0
+        for reason, tokens in settled.unattributed.items():
+            summary.unattributed[reason] += tokens
+        summary.unattributed["partial_blocks"] += rounded
         summary.requests += 1
         summary.prompt_tokens += len(current.token_ids)
         summary.reusable_tokens += settled.reused
         summary.prompt_tokens_if_fixed += settled.fixed_tokens
         summary.reusable_tokens_if_fixed += settled.fixed_reused
         summary.requests_changed_if_fixed += settled.changed
+
+    def _report_divergence(self, charge: Charge, current: RequestContext, previous) -> Diagnostic:
+        divergence, rule = charge.divergence, charge.rule
+        cause = divergence.cause
+        holder = charge.holder.context
+        if previous is not None and holder is previous:
+            where = "the previous request"
+        elif charge.holder.session == current.session:
+            where = f"an earlier request of this session ({holder.request.label})"
+        else:
+            where = f"request {holder.request.label}"
+        detail = f" ({cause.detail})" if cause.detail else ""
+        values = ""
+        if cause.kind not in STRUCTURAL_CAUSES:
+            values = f": {short(divergence.a_value)} -> {short(divergence.b_value)}"
+        message = (
+            f"{cause.summary}{detail} since {where}{values}; undoing it saves"
+            f" {charge.tokens} prefilled tokens"
+        )
+        at_template = cause.kind == "template" or cause.b_path is None
+        path = cause.b_path or ""
+        if cause.kind in HISTORY_CAUSES and divergence.b_unit:
+            path = current.request.source_path(divergence.b_unit)
+        if cause.kind == "parameter" and cause.detail:
+            path = current.request.source_path(cause.detail.split(" ")[0])
+        violation = Violation(
+            message,
+            path,
+            token_position=charge.position,
+            fix_title=cause.hint,
+            at_template=at_template and cause.kind == "template",
+        )
+        return self._report(rule, violation, current, charge.position)
 
     def _position(self, current: RequestContext, violation: Violation) -> int | None:
         if violation.token_position is not None:
@@ -442,6 +508,26 @@ class _Run:
             1 for d in self.diagnostics if d.severity != "info" or d.code in self.explicit
         )
         return LintReport(self.diagnostics, self.summary, failing)
+
+
+def _content_of(current: RequestContext):
+    """Whether the request's tokens [start, end) hold content worth realigning: text from a
+    later part of the request than where they start, or enough of the same part."""
+
+    def worth(start: int, end: int) -> bool:
+        rendered = current.rendered
+        first, last = rendered.token_char(start), rendered.token_char(end)
+        shared = 0
+        for span in rendered.spans:
+            overlap = min(span.end, last) - max(span.start, first)
+            if overlap <= 0:
+                continue
+            if span.start > first:
+                return True
+            shared += overlap
+        return shared >= MIN_SHARED_CONTENT
+
+    return worth
 
 
 def _positions_of(request: Request) -> JsonPositions | None:

@@ -13,6 +13,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from pcache.divergence.classify import RENDERED_PARAMETERS
+from pcache.divergence.history import PREFIX_ROLES
 from pcache.prompt.request import Request
 
 
@@ -117,3 +119,21 @@ class SessionTracker:
     def _new(self, scope: str) -> str:
         self.count += 1
         return f"{scope}#{self.count}"
+
+
+def shares_prefix_part(a: Request, b: Request) -> bool:
+    """Whether two requests send the same shared part (tools, the system and developer messages
+    ahead of the first turn, the parameters a template renders): then where their prompts part,
+    each conversation's own messages begin."""
+    if a.tools != b.tools or a.cache_salt != b.cache_salt:
+        return False
+    if any(a.raw.get(key) != b.raw.get(key) for key in RENDERED_PARAMETERS):
+        return False
+    return _prefix_messages(a) == _prefix_messages(b)
+
+
+def _prefix_messages(request: Request) -> list[dict[str, Any]]:
+    head = 0
+    while head < len(request.messages) and request.messages[head]["role"] in PREFIX_ROLES:
+        head += 1
+    return request.messages[:head]

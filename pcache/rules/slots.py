@@ -13,14 +13,17 @@ from typing import Any
 
 import orjson
 
+from pcache.divergence.history import (
+    PREFIX_ROLES,
+    canonical,
+    canonical_text,
+    history_key,
+    normalize_numbers,
+    tool_function,
+)
 from pcache.prompt.request import Request, tool_name
 
-PREFIX_ROLES = ("system", "developer")
-
-
-def tool_function(tool: dict[str, Any]) -> dict[str, Any]:
-    function = tool.get("function")
-    return function if isinstance(function, dict) else tool
+__all__ = ["canonical", "canonical_text", "history_key", "normalize_numbers", "tool_function"]
 
 
 def prefix_texts(request: Request) -> Iterator[tuple[tuple, str, str]]:
@@ -43,10 +46,6 @@ def prefix_texts(request: Request) -> Iterator[tuple[tuple, str, str]]:
         description = function.get("description")
         if isinstance(description, str):
             yield ("tool", name, "description"), f"{path}.description", description
-
-
-def canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 def exact(value: Any) -> bytes:
@@ -78,52 +77,6 @@ def raw_message(request: Request, index: int) -> Any:
     if request.path_prefix and path.startswith(request.path_prefix + "."):
         path = path[len(request.path_prefix) + 1 :]
     return resolve(request.raw, path)
-
-
-def history_key(message: dict[str, Any]) -> tuple:
-    """A message as the cache sees it, minus what dedicated rules already report.
-
-    Whitespace drift (PC107), tool-call ids (PC304), argument key order (PC202), re-serialized
-    tool results (PC203), number formatting (PC204) and dropped reasoning (PC404)
-    are taken out, so PC401/PC402 report only what no other rule explains.
-    """
-    from pcache.rules.patterns import normalize_whitespace
-
-    content = message.get("content")
-    if message["role"] == "tool" and isinstance(content, str):
-        text = canonical_text(content)  # re-serialized results: PC203, numbers: PC204
-    elif isinstance(content, str):
-        text = normalize_numbers(normalize_whitespace(content))
-    else:
-        text = repr(content)
-    calls = tuple(
-        (
-            tool_function(call).get("name"),
-            normalize_numbers(canonical(tool_function(call).get("arguments")).decode()),
-        )
-        for call in message.get("tool_calls") or []
-    )
-    return (message["role"], text, calls)
-
-
-NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?!\w)(?!\.\d)")
-
-
-def normalize_numbers(text: str) -> str:
-    """Every number written in one canonical way (`1.0`, `1`, `1e0` all become `1.0`)."""
-    return NUMBER.sub(lambda match: repr(float(match.group(0))), text)
-
-
-def canonical_text(text: str) -> str:
-    """Text of a JSON value with its keys sorted and numbers written one way; other text with
-    its numbers written one way."""
-    stripped = text.strip()
-    if stripped[:1] in ("{", "["):
-        try:
-            return normalize_numbers(canonical(orjson.loads(stripped)).decode())
-        except (orjson.JSONDecodeError, TypeError):
-            pass
-    return normalize_numbers(stripped)
 
 
 def raw_path(request: Request, path: str) -> str:

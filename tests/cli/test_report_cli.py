@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pcache.diff import SUMMARIES
+from pcache.divergence.causes import CAUSES
 from tests.conftest import SAMPLES, run_pcache
 
 PROMPTS = SAMPLES / "prompts"
@@ -103,7 +103,7 @@ def test_json_is_the_data_behind_the_page(cli, samples_page):
     tree = data["tree"]
     assert tree["requests"] == lint["summary"]["requests"]
     points = tree["branch_points"]
-    assert points and all(point["kind"] in SUMMARIES for point in points)
+    assert points and all(point["kind"] in CAUSES for point in points)
     # sess-a writes the clock into its system prompt: a branch point says so, where
     clock = [point for point in points if point["kind"] == "clock"]
     assert clock and clock[0]["b_path"] == "body.messages[0].content"

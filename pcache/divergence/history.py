@@ -1,11 +1,21 @@
-"""How the message history of one request relates to the previous request of its session."""
+"""How the message history of one request relates to an earlier request of its conversation.
+
+Messages are compared as the cache sees them minus what a more specific cause explains
+(`history_key`): whitespace, tool-call ids, argument key order, re-serialized tool results,
+number formatting and dropped reasoning are taken out, so that what remains is an edit, a
+window, a compaction, a clipping or a moved system message.
+"""
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
-from pcache.rules.context import LintContext
-from pcache.rules.slots import PREFIX_ROLES
+import orjson
+
+PREFIX_ROLES = ("system", "developer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,18 +29,19 @@ class HistoryChange:
     dropped: int = 0
 
 
-def compare_history(ctx: LintContext) -> HistoryChange:
-    """How the current request's history relates to the previous one's (computed once)."""
-    assert ctx.previous is not None
-    if "history" not in ctx.memo:
-        old, new = ctx.previous.messages, ctx.current.messages
-        if new[: len(old)] == old:  # the common case, compared at C speed
-            ctx.memo["history"] = HistoryChange("append", len(old))
-        else:
-            ctx.memo["history"] = _classify(
-                ctx.previous.history_keys, ctx.current.history_keys, old, new
-            )
-    return ctx.memo["history"]
+def compare_messages(
+    old_messages: list[dict[str, Any]],
+    new_messages: list[dict[str, Any]],
+    old_keys: list[tuple] | None = None,
+    new_keys: list[tuple] | None = None,
+) -> HistoryChange:
+    """How `new_messages` (a later request) relates to `old_messages` (an earlier one of the
+    same conversation); `*_keys`: their `history_key`s when already computed."""
+    if new_messages[: len(old_messages)] == old_messages:  # the common case, at C speed
+        return HistoryChange("append", len(old_messages))
+    old = old_keys if old_keys is not None else [history_key(m) for m in old_messages]
+    new = new_keys if new_keys is not None else [history_key(m) for m in new_messages]
+    return _classify(old, new, old_messages, new_messages)
 
 
 def _classify(old: list[tuple], new: list[tuple], old_messages, new_messages) -> HistoryChange:
@@ -109,3 +120,59 @@ def _compare(old: list[tuple], new: list[tuple]) -> HistoryChange:
     if sorted(old[index:]) == sorted(new[index : len(old)]):
         return HistoryChange("reorder", index)
     return HistoryChange("edit", index)
+
+
+def normalize_whitespace(text: str) -> str:
+    """CRLF to LF, trailing spaces stripped per line, NFC, ends stripped."""
+    if text.isascii() and "\r" not in text and " \n" not in text and "\t\n" not in text:
+        return text.strip()
+    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return "\n".join(line.rstrip() for line in text.split("\n")).strip()
+
+
+def tool_function(tool: dict[str, Any]) -> dict[str, Any]:
+    function = tool.get("function")
+    return function if isinstance(function, dict) else tool
+
+
+def canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def history_key(message: dict[str, Any]) -> tuple:
+    """A message as the cache sees it, minus what more specific causes explain (see above)."""
+    content = message.get("content")
+    if message["role"] == "tool" and isinstance(content, str):
+        text = canonical_text(content)
+    elif isinstance(content, str):
+        text = normalize_numbers(normalize_whitespace(content))
+    else:
+        text = repr(content)
+    calls = tuple(
+        (
+            tool_function(call).get("name"),
+            normalize_numbers(canonical(tool_function(call).get("arguments")).decode()),
+        )
+        for call in message.get("tool_calls") or []
+    )
+    return (message["role"], text, calls)
+
+
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?!\w)(?!\.\d)")
+
+
+def normalize_numbers(text: str) -> str:
+    """Every number written in one canonical way (`1.0`, `1`, `1e0` all become `1.0`)."""
+    return NUMBER.sub(lambda match: repr(float(match.group(0))), text)
+
+
+def canonical_text(text: str) -> str:
+    """Text of a JSON value with its keys sorted and numbers written one way; other text with
+    its numbers written one way."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            return normalize_numbers(canonical(orjson.loads(stripped)).decode())
+        except (orjson.JSONDecodeError, TypeError):
+            pass
+    return normalize_numbers(stripped)

@@ -1,0 +1,178 @@
+"""Where two requests stop sharing a cached prefix, how much each cache reuses, and why.
+
+Pure functions on two hashed prompts (`compare` loads and hashes them first); the cause comes
+from the one classifier (`pcache.divergence.classify`) with the lint rule it breaks, exactly as
+`pcache lint` reports it; `pcache.cli.diff` renders the result.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from pcache.cache.profiles import PROFILE_NAMES, load_profile, reusable_tokens
+from pcache.divergence.classify import Cause, explain, make_cause
+from pcache.pipeline import HashedPrompt, Settings, hash_request
+from pcache.prefix import common_prefix_length
+from pcache.prompt.rendered import RenderedPrompt
+from pcache.prompt.request import KIND_ANTHROPIC, KIND_TOKEN_IDS, Request
+
+
+@dataclass(slots=True)
+class DiffResult:
+    """Everything `pcache diff` reports; the JSON output is this dataclass."""
+
+    a: str
+    b: str
+    tokenizer: str
+    hash_algo: str
+    block_size: int
+    num_tokens: list[int]
+    num_blocks: list[int]
+    identical: bool
+    first_divergence_token: int | None
+    first_divergent_block: int | None
+    first_divergence_char: int | None
+    common_blocks: int
+    reusable_tokens: dict[str, int]
+    cause: Cause | None
+    a_tokens: list[int] = field(default_factory=list)
+    b_tokens: list[int] = field(default_factory=list)
+    window_start: int = 0
+
+    def to_json(self) -> bytes:
+        from dataclasses import asdict
+
+        return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass(slots=True)
+class Comparison:
+    """A diff and the two hashed prompts it compared (the text view quotes their text)."""
+
+    result: DiffResult
+    a: HashedPrompt
+    b: HashedPrompt
+
+
+def same_conversation(a: Request, b: Request) -> bool:
+    """Whether B continues A's conversation, decided as `pcache lint` groups sessions."""
+    from pcache.rules.sessions import SessionTracker
+
+    tracker = SessionTracker()
+    first = tracker.assign(a).session
+    tracker.record(first, a, None)
+    return tracker.assign(b).session == first
+
+
+def rule_of(kind: str) -> dict[str, str] | None:
+    """The lint rule a cause breaks, as `{"code", "name"}` (None: a neutral cause)."""
+    from pcache.rules import RULE_FOR_CAUSE
+
+    rule = RULE_FOR_CAUSE.get(kind)
+    return None if rule is None else {"code": rule.code, "name": rule.name}
+
+
+def compare(a: Any, b: Any, settings: Settings) -> Comparison:
+    """Load, render and hash two requests (paths, bodies, SDK objects), then diff them."""
+    from pcache.prompt.inputs import one_request
+
+    hashed_a = hash_request(one_request(a, "A"), settings)
+    hashed_b = hash_request(one_request(b, "B"), settings)
+    return Comparison(diff(hashed_a, hashed_b), hashed_a, hashed_b)
+
+
+def diff(a: HashedPrompt, b: HashedPrompt) -> DiffResult:
+    """Compare two hashed prompts rendered with the same settings."""
+    ra, rb = a.rendered, b.rendered
+    size = a.settings.block_size
+    common = common_prefix_length(ra.token_ids, rb.token_ids)
+    same_tokens = common == ra.num_tokens == rb.num_tokens
+    common_blocks = common_prefix_length(a.hashes, b.hashes)
+    divergence = None if same_tokens else common
+    cause = None
+    char = None
+    if not same_tokens:
+        found = explain(ra, rb, common, same_conversation=same_conversation(ra.request, rb.request))
+        char, cause = found.a_char, found.cause
+    elif a.settings.cache_salt != b.settings.cache_salt:
+        cause = make_cause("cache_salt", None, None, "", "", detail="cache_salt differs")
+    else:
+        cause = make_cause("identical", None, None, "", "")
+    if cause is not None:
+        cause.rule = rule_of(cause.kind)
+    start = (common // size) * size if divergence is not None else 0
+    return DiffResult(
+        a=ra.request.label,
+        b=rb.request.label,
+        tokenizer=ra.renderer,
+        hash_algo=a.settings.algo,
+        block_size=size,
+        num_tokens=[ra.num_tokens, rb.num_tokens],
+        num_blocks=[len(a.hashes), len(b.hashes)],
+        identical=same_tokens,
+        first_divergence_token=divergence,
+        first_divergent_block=None if divergence is None else divergence // size,
+        first_divergence_char=char,
+        common_blocks=common_blocks,
+        reusable_tokens=reuse_by_profile(a, b, common, common_blocks),
+        cause=cause,
+        a_tokens=ra.token_ids[start : start + size] if divergence is not None else [],
+        b_tokens=rb.token_ids[start : start + size] if divergence is not None else [],
+        window_start=start,
+    )
+
+
+def reuse_by_profile(
+    a: HashedPrompt, b: HashedPrompt, common: int, common_blocks: int
+) -> dict[str, int]:
+    size = a.settings.block_size
+    same_namespace = a.settings.cache_salt == b.settings.cache_salt
+    token_common = common if same_namespace else 0
+    num_tokens_b = b.rendered.num_tokens
+    result = {}
+    for name in PROFILE_NAMES:
+        profile = load_profile(name)
+        if name == "vllm":
+            result[name] = reusable_tokens(profile, common_blocks * size, num_tokens_b, size)
+        elif name == "anthropic":
+            last_mark_b = max(breakpoint_positions(b.rendered), default=-1)
+            # A's writes that B reads: B marks a breakpoint at or after them
+            written = tuple(p for p in breakpoint_positions(a.rendered) if p <= last_mark_b)
+            result[name] = reusable_tokens(profile, token_common, num_tokens_b, size, written)
+        else:
+            result[name] = reusable_tokens(profile, token_common, num_tokens_b, size)
+    return result
+
+
+def breakpoint_positions(rendered: RenderedPrompt) -> tuple[int, ...]:
+    """Token positions where the request's cache_control markers end their block.
+
+    Requests without explicit markers are read as Anthropic's automatic mode: one breakpoint at
+    the end of the last message (before the generation prompt).
+    """
+    request = rendered.request
+    if request.kind == KIND_TOKEN_IDS:
+        return (rendered.num_tokens,)
+    marks = list(request.breakpoints)
+    if not marks or (request.kind == KIND_ANTHROPIC and "cache_control" in request.raw):
+        marks.append("")
+    positions = []
+    for mark in marks:
+        if mark == "":
+            end = max((span.end for span in rendered.spans), default=len(rendered.text))
+        else:
+            full = request.source_path(mark) if request.path_prefix else mark
+            ends = [
+                span.end
+                for span in rendered.spans
+                if span.path == full or span.path.startswith((full + ".", full + "["))
+            ]
+            if not ends:
+                continue
+            end = max(ends)
+        positions.append(bisect_left(rendered.token_starts, end) if rendered.text else end)
+    return tuple(sorted(set(positions)))
