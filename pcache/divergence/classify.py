@@ -397,6 +397,8 @@ def _small_change(old: str, new: str) -> bool:
     end = 0
     while end < limit - start and old[-1 - end] == new[-1 - end]:
         end += 1
+    if start + end >= min(len(old), len(new)):
+        return False  # one text extends the other: an addition, not a value
     changed = max(len(old), len(new)) - start - end
     return changed <= PER_USER_LIMIT and changed <= (start + end)
 

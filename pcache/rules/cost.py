@@ -102,12 +102,14 @@ class Edit:
 
 
 def to_original(edits: Sequence[Edit], position: int) -> int | None:
-    """Where `position` of the edited prompt was in the prompt as sent (None: in a splice)."""
+    """Where `position` of the edited prompt was in the prompt as sent (inside a splice: where
+    the spliced change began)."""
     for edit in reversed(edits):
         if position < edit.start:
             continue
         if position < edit.start + edit.taken:
-            return None
+            position = edit.start
+            continue
         position += edit.dropped - edit.taken
     return position
 
@@ -230,8 +232,7 @@ def walk(
         if saved <= 0:
             break
         shared_after = match.length - (divergence_at + taken)
-        start = at_request + dropped
-        if shared_after <= 0 or not content(start, start + shared_after):
+        if shared_after <= 0 or not content(at_request, at_request + dropped + shared_after):
             break
         result.edits.append(Edit(divergence_at, taken, dropped))
         result.taken.append(tuple(reference[divergence_at : divergence_at + taken]))

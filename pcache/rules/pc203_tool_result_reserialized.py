@@ -47,7 +47,14 @@ Store the tool result string once and replay it unchanged.
 
 from __future__ import annotations
 
-from pcache.rules.base import Rule
+from collections.abc import Iterator
+
+import orjson
+
+from pcache.rules.base import Rule, Violation
+from pcache.rules.context import LintContext
+from pcache.rules.patterns import first_difference
+from pcache.rules.slots import canonical
 
 RULE = Rule(
     code="PC203",
@@ -56,4 +63,39 @@ RULE = Rule(
     summary="Tool results in history were re-serialized instead of replayed byte for byte",
 )
 CAUSES = ("tool_result_reserialized",)
-"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`)."""
+"""Reported where a request's cached prefix ends at this cause (`pcache.divergence`); the
+check below reports what a provider sees that the rendered tokens may not show."""
+
+
+def parsed_equal(old: str, new: str) -> bool:
+    """Both texts are JSON objects or arrays with the same value."""
+    if old.strip()[:1] not in ("{", "[") or new.strip()[:1] not in ("{", "["):
+        return False
+    try:
+        return canonical(orjson.loads(old)) == canonical(orjson.loads(new))
+    except orjson.JSONDecodeError:
+        return False
+
+
+def check(ctx: LintContext) -> Iterator[Violation]:
+    if ctx.previous is None:
+        return
+    old_messages, new_messages = ctx.previous.messages, ctx.current.messages
+    if new_messages[: len(old_messages)] == old_messages:
+        return
+    for index in range(min(len(old_messages), len(new_messages))):
+        old, new = old_messages[index], new_messages[index]
+        if old["role"] != "tool" or new["role"] != "tool":
+            continue
+        before, after = old.get("content"), new.get("content")
+        if not isinstance(before, str) or not isinstance(after, str) or before == after:
+            continue
+        if parsed_equal(before, after):
+            yield Violation(
+                f"tool result in message {index} was re-serialized: same JSON value, different"
+                " text than in the previous request",
+                ctx.current.source_path(f"messages[{index}].content"),
+                offset=first_difference(before, after) or 0,
+                fix_title="store the tool result text once and replay it unchanged",
+            )
+            return

@@ -93,7 +93,9 @@ def test_append_only_sessions_are_never_reported(sessions, with_ids, profile):
         }
     ]
     requests = []
+    shared_system = sessions[0][0]  # one app: every session sends the same system prompt
     for number, messages in enumerate(sessions):
+        messages = [shared_system, *messages[1:]]
         for end in range(2, len(messages) + 1):
             if messages[end - 1]["role"] in ("user", "tool"):
                 body = {"messages": messages[:end], "tools": tools}

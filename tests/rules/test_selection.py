@@ -30,7 +30,16 @@ def test_longest_prefix_wins(select, ignore, code, selected):
 def test_cli_select_replaces_config_and_extends():
     config = SelectionInput(select=["PC1"], ignore=["PC101"])
     merged = resolve(config, SelectionInput(), RULES)
-    assert merged.codes(RULES) == ["PC102", "PC103", "PC104", "PC105", "PC106", "PC107", "PC108"]
+    assert merged.codes(RULES) == [
+        "PC102",
+        "PC103",
+        "PC104",
+        "PC105",
+        "PC106",
+        "PC107",
+        "PC108",
+        "PC109",
+    ]
     cli = SelectionInput(select=["PC3"], extend_select=["PC402"], ignore=["PC304"])
     merged = resolve(config, cli, RULES)
     assert merged.codes(RULES) == ["PC301", "PC302", "PC303", "PC305", "PC402"]
