@@ -348,6 +348,10 @@ class Costs:
                 reports,
                 content,
             )
+            plain = self.fixed_index.match(tokens, namespace)
+            plain_reused = reusable(self.profile, plain.length, len(tokens), self.index.block_size)
+            if len(tokens) - plain_reused < len(fixed.tokens) - fixed.reused:
+                fixed = Walk(tokens, plain, plain_reused, [], [], [])  # undoing cannot help here
         if self.fixed_index is not None:
             match = fixed.match
             if fixed is actual:
