@@ -3,7 +3,7 @@ how long headless Chromium takes from navigation to the load event (layout force
 
     python bench/bench_report.py                        # 10,000 requests
     python bench/bench_report.py --requests 2000 --loads 5
-    python bench/bench_report.py --screenshot docs/report.png   # the README's image
+    python bench/bench_report.py --screenshot docs/report.png   # docs/report.md's image
 
 Beside it, the same log through `pcache lint --format json` and `pcache replay
 --capacity-sweep --format json` (the two computations the report shows), each run once.

@@ -5,16 +5,17 @@ so a FIFO, a device such as /dev/zero, a socket or a directory is a one-line err
 file instead of a hang or a process that grows until it dies.
 
 Writing: a temporary file in the target's folder, then one rename, so a reader never sees half
-a file and a failed write leaves the old file (or none) in place.
+a file and a failed write leaves the old file (or none) in place. A new file gets the mode any
+new file gets under the user's umask (0666 & ~umask); a file replaced keeps its mode.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
@@ -152,18 +153,36 @@ def check_writable(path: str) -> None:
         raise InputError(path, f"cannot write: no such directory {folder}")
 
 
+def _create_temporary(target: str) -> tuple[int, str]:
+    """A new, empty file beside `target` for writing: (descriptor, path). It is created with
+    mode 0666, which the kernel masks with the umask, as for any new file (unlike
+    `tempfile.mkstemp`, whose files are 0600)."""
+    folder = os.path.dirname(os.path.abspath(target))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        name = f".{os.path.basename(target)}.{secrets.token_hex(4)}.tmp"
+        path = os.path.join(folder, name)
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {target}")
+
+
 def write_atomically(
     path: str | os.PathLike[str],
     chunks: Iterable[bytes],
     *,
-    keep_mode: bool = False,
+    keep_mode: bool = True,
     durable: bool = False,
     failure: str = "cannot write",
 ) -> None:
     """Write `chunks` to `path` through a temporary file and a rename.
 
-    `keep_mode` keeps the permissions of the file being replaced; `durable` syncs the data to
-    disk before the rename. Any OS error becomes one `InputError` naming `path`.
+    A new file gets the mode a new file gets under the umask (0666 & ~umask); a file being
+    replaced keeps its permission bits (`keep_mode=False`: it gets a new file's mode too).
+    `durable` syncs the data to disk before the rename. Any OS error becomes one `InputError`
+    naming `path`.
     """
     target = os.fspath(path)
     if _check_target(target):  # a device is never replaced: written through
@@ -174,13 +193,13 @@ def write_atomically(
         except OSError as error:
             raise InputError(target, f"{failure}: {error.strerror or error}") from None
         return
-    folder = os.path.dirname(os.path.abspath(target))
     temporary = None
     try:
-        mode = os.stat(target).st_mode & 0o7777 if keep_mode else None
-        handle, temporary = tempfile.mkstemp(
-            dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp"
-        )
+        try:
+            mode = os.stat(target).st_mode & 0o7777 if keep_mode else None
+        except FileNotFoundError:
+            mode = None  # a new file: the umask decides
+        handle, temporary = _create_temporary(target)
         with os.fdopen(handle, "wb") as stream:
             for chunk in chunks:
                 stream.write(chunk)

@@ -68,8 +68,10 @@ def _load_yaml(text: str) -> dict:
 
 
 def readme_yaml_blocks() -> list[dict]:
-    readme = (ROOT / "README.md").read_text()
-    return [_load_yaml(block) for block in re.findall(r"```yaml\n(.*?)```", readme, re.S)]
+    """The YAML examples of the README and of docs/*.md."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(page.read_text() for page in pages)
+    return [_load_yaml(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.S)]
 
 
 # -- pre-commit ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # read at launch time; set before import
-pytest.importorskip("triton", reason="triton is not installed (pip install 'pcache[engine]')")
+pytest.importorskip("triton", reason="triton is not installed (pip install 'pcache[gpu]')")
 
 from pcache.kernels.paged_attention import paged_attention  # noqa: E402
 from pcache.kernels.reference import paged_attention_reference, store_kv_reference  # noqa: E402

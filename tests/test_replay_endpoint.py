@@ -151,7 +151,7 @@ def test_readme_serving_commands(tmp_path):
     import shlex
 
     from tests.conftest import run_pcache
-    from tests.test_readme import SERVING
+    from tests.test_readme import SERVING, local_arguments
 
     serve = [command for command in SERVING if command.startswith("pcache serve")]
     replays = [command for command in SERVING if command not in serve]
@@ -162,8 +162,7 @@ def test_readme_serving_commands(tmp_path):
     del arguments[port : port + 2]
     with serve_process(*arguments) as url:
         for command in replays:
-            words = shlex.split(command.replace(readme_url, url))[1:]
-            words = [str(tmp_path / w.removeprefix("$TMP/")) if "$TMP/" in w else w for w in words]
+            words = local_arguments(shlex.split(command.replace(readme_url, url))[1:], tmp_path)
             result = run_pcache(*words, timeout=120)
             assert result.returncode == 0, (command, result.stderr.decode()[-2000:])
             assert b"Traceback" not in result.stderr
