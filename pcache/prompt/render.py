@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from functools import cache
 
+from pcache.defaults import DEFAULT_TOKENIZER
 from pcache.prompt.rendered import RenderedPrompt, Span
 from pcache.prompt.request import KIND_PROMPT, KIND_TOKEN_IDS, Request
 from pcache.prompt.tiktoken_offline import ENCODINGS
 from pcache.prompt.tokenizer import Renderer, RenderOptions
-
-DEFAULT_TOKENIZER = "gpt-oss"
-"""The embedded default: the gpt-oss (harmony) chat format with tiktoken's o200k_harmony."""
 
 
 @cache

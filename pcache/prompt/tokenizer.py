@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pcache.defaults import DEFAULT_DATE
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
-
-DEFAULT_DATE = "2026-01-01"
-"""The date written by templates that print one (`--date`); fixed so renders are reproducible."""
 
 
 @dataclass(frozen=True, slots=True)
