@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pcache.defaults import DEFAULT_BLOCK_SIZE
+from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.errors import UsageError
 
 ENGINES = ("cpu", "gpu")
@@ -40,7 +40,7 @@ class EngineConfig:
     max_num_seqs: int = 256
     max_model_len: int | None = None
     enable_prefix_caching: bool = True
-    hash_algo: str = "pcache"
+    hash_algo: str = DEFAULT_HASH_ALGO
     seed: int = 0
     record_logits: bool = False
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.errors import EngineError, InputError
 
 
@@ -107,13 +108,12 @@ def generate(
     Every limit (vocabulary, positions, memory) is checked before anything big is allocated;
     `prompt_source` names where `prompt_ids` came from in messages.
     """
-    from pcache.engine.config import EngineConfig
+    from pcache.engine.config import EngineConfig, torch_device
     from pcache.engine.engine import Engine
     from pcache.engine.loader import resolve_model_config
 
     assert (prompt is None) != (prompt_ids is None)
-    if engine not in ("cpu", "gpu"):
-        raise EngineError(f"--engine must be cpu or gpu, got {engine!r}")
+    device = torch_device(engine)
     if max_new_tokens < 1:
         raise EngineError("--max-new-tokens must be at least 1")
     model_config, _ = resolve_model_config(model)
@@ -132,11 +132,11 @@ def generate(
             f"{longest - max_new_tokens} prompt tokens + {max_new_tokens} new tokens exceed"
             f" the {positions} positions of {model}"
         )
-    block_size = 16
+    block_size = DEFAULT_BLOCK_SIZE
     needed = sum(-(-(len(p) + max_new_tokens) // block_size) for p in prompt_ids) * block_size
     config = EngineConfig(
         model=model,
-        device="cuda" if engine == "gpu" else "cpu",
+        device=device,
         block_size=block_size,
         kv_cache_tokens=needed,
         max_model_len=longest,
