@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pcache.defaults import DEFAULT_BLOCK_SIZE
@@ -55,45 +54,6 @@ def _check_prompts(prompt_ids: list[list[int]], source: str, model: str, vocab: 
                 )
 
 
-class PromptCodec:
-    """Text <-> token ids for a model: its tokenizer.json, else cl100k or UTF-8 bytes by vocab."""
-
-    def __init__(self, model: str, vocab_size: int) -> None:
-        self.tokenizer = None
-        self.encoding = None
-        tokenizer_file = Path(model) / "tokenizer.json"
-        if tokenizer_file.is_file():
-            from tokenizers import Tokenizer
-
-            from pcache.files import read_text
-
-            text = read_text(tokenizer_file, what="tokenizer.json")
-            try:
-                self.tokenizer = Tokenizer.from_str(text)
-            except Exception as error:  # the tokenizers library raises its own Exception
-                raise EngineError(f"{tokenizer_file}: not a loadable tokenizer: {error}") from None
-        elif vocab_size >= 100277:
-            from pcache.prompt.tiktoken_offline import get_encoding
-
-            self.encoding = get_encoding("cl100k_base")
-        elif vocab_size < 256:
-            raise EngineError(f"{model}: no tokenizer for --prompt; use --prompt-ids")
-
-    def encode(self, text: str) -> list[int]:
-        if self.tokenizer is not None:
-            return self.tokenizer.encode(text, add_special_tokens=False).ids
-        if self.encoding is not None:
-            return self.encoding.encode(text, disallowed_special=())
-        return list(text.encode("utf-8"))
-
-    def decode(self, token_ids: list[int]) -> str:
-        if self.tokenizer is not None:
-            return self.tokenizer.decode(token_ids)
-        if self.encoding is not None:
-            return self.encoding.decode([t for t in token_ids if t < self.encoding.n_vocab])
-        return bytes(t for t in token_ids if t < 256).decode("utf-8", errors="replace")
-
-
 def generate(
     model: str,
     prompt: str | None,
@@ -111,6 +71,7 @@ def generate(
     from pcache.engine.config import EngineConfig, torch_device
     from pcache.engine.engine import Engine
     from pcache.engine.loader import resolve_model_config
+    from pcache.prompt.codec import ModelCodec
 
     assert (prompt is None) != (prompt_ids is None)
     device = torch_device(engine)
@@ -119,7 +80,7 @@ def generate(
     model_config, _ = resolve_model_config(model)
     codec = None
     if prompt is not None:
-        codec = PromptCodec(model, model_config.vocab_size)
+        codec = ModelCodec(model, model_config.vocab_size)
         prompt_ids = [codec.encode(prompt)]
         if not prompt_ids[0]:
             raise EngineError("--prompt encodes to no tokens")
