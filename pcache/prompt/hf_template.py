@@ -29,7 +29,7 @@ from pcache.prompt.hf_pieces import HFPieces, monotonic_starts
 from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request, request_from_document
-from pcache.prompt.tokenizer import Renderer, RenderOptions
+from pcache.prompt.tokenizer import Renderer, RenderOptions, TemplateRenderer
 
 SPECIAL_TOKEN_NAMES = (
     "bos_token",
@@ -156,8 +156,9 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
 def template_calls_clock(renderer: Renderer, request: Request | None = None) -> bool:
     """Whether the rendered tokens change with the date: renders `request` (or a small probe)
     at two pinned dates. A Hugging Face template that never names `strftime_now` is skipped."""
-    templates = getattr(renderer, "templates", None)
-    if isinstance(templates, dict) and not any("strftime_now" in t for t in templates.values()):
+    if isinstance(renderer, TemplateRenderer) and not any(
+        "strftime_now" in t for t in renderer.templates.values()
+    ):
         return False
     probe = request or request_from_document(
         {"messages": [{"role": "system", "content": "Hi."}, {"role": "user", "content": "Hi."}]},
