@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pcache.divergence.compare import DiffResult
     from pcache.pipeline import BlockHashReport, Settings
-    from pcache.replay.arguments import ReplayArguments
+    from pcache.replay.options import ReplayOptions
     from pcache.replay.run import ReplayResult
     from pcache.rules.runner import LintReport
 
@@ -181,28 +181,29 @@ def _only_new(report: LintReport, paths: list[str], since: str, options: Any, se
 
 
 def replay(
-    trace: str | os.PathLike[str] | Iterable[RequestLike] | ReplayArguments,
+    trace: str | os.PathLike[str] | Iterable[RequestLike],
+    options: ReplayOptions | None = None,
     *,
     progress: Callable[[int], None] | None = None,
-    **options: Any,
+    **given: Any,
 ) -> ReplayResult:
     """Replay a trace (a file, or request bodies in arrival order) against a prefix cache.
 
-    `options` are the fields of `pcache.replay.arguments.ReplayArguments` (`policy`,
-    `cache_blocks`, `cache_gb`, `model`, `concurrency`, `mode`, ...), the command's options.
+    `options` are one driver's (`pcache.replay.options`: `SimulateOptions`, `EngineOptions`,
+    `EndpointOptions`), or are made from keywords: `mode` (simulate, engine or endpoint) and
+    the fields of that driver's options (`policy`, `cache_blocks`, `model`, ...), with
+    `tokenizer`, `block_size`, `hash_algo`, `cache_salt` and `date` for its `settings`; given
+    beside `options`, keywords change them. An option of another driver is refused with the
+    `UsageError` the command gives for its flag.
     """
-    from dataclasses import replace
-
     from pcache.prompt.inputs import is_path, values_from
-    from pcache.replay.arguments import ReplayArguments
-    from pcache.replay.run import run_replay
+    from pcache.replay.run import replay_options, run_replay
 
-    if isinstance(trace, ReplayArguments):
-        arguments = replace(trace, **options)
-    else:
-        source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
-        arguments = ReplayArguments(trace=source, **options)  # type: ignore[arg-type]
-    return run_replay(arguments, progress=progress)
+    if options is None or given:
+        mode = given.pop("mode", options.mode if options is not None else "simulate")
+        options = replay_options(mode, options, **given)
+    source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
+    return run_replay(source, options, progress=progress)
 
 
 def callable_module(name: str, function: str) -> None:

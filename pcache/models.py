@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pcache.defaults import DEFAULT_MODEL as DEFAULT_MODEL  # read here by the report
 from pcache.errors import EngineError
 
 
@@ -185,7 +186,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 PRESETS["tiny"] = PRESETS["tiny-qwen3"]
 ALIASES = {"llama-3-8b": "llama3-8b", "llama-3-70b": "llama3-70b"}
-DEFAULT_MODEL = "llama3-8b"
 
 
 def canonical_name(name: str) -> str | None:

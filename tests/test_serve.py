@@ -268,7 +268,7 @@ def test_chat_is_rendered_with_the_model_directorys_own_template(tmp_path):
         trace = read_trace(trace_path, settings=Settings(tokenizer=str(tmp_path)))
         options = EndpointOptions(
             url=f"{url}/v1", model="qwen3-tiny", api="chat", max_concurrency=1,
-            tokenizer=str(tmp_path), max_output_tokens=2,
+            settings=Settings(tokenizer=str(tmp_path)), max_output_tokens=2,
         )  # fmt: skip
         data = replay_endpoint(trace, options).to_dict()
         assert data["completed"] == 4

@@ -30,10 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.errors import UsageError
 
-DEFAULT_HASH_ALGO = "pcache"
-DEFAULT_BLOCK_SIZE = 16
 VLLM_HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
 HASH_ALGOS = (DEFAULT_HASH_ALGO, *VLLM_HASH_ALGOS)
 VLLM_DEFAULT_SEED = "vllm-none-hash"
@@ -46,7 +45,7 @@ class Namespace:
 
     renderer: str = ""
     template_digest: str = ""
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     cache_salt: str | None = None
     lora: str | None = None
 

@@ -13,9 +13,8 @@ from typing import Any
 
 import orjson
 
+from pcache.defaults import PROFILE_NAMES as PROFILE_NAMES  # diff, lint and report read it here
 from pcache.errors import UsageError
-
-PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic")
 
 
 @cache

@@ -12,6 +12,7 @@ from pcache.cli.options import (
     BlockSizeOpt,
     DateOpt,
 )
+from pcache.defaults import PROFILE_NAMES
 
 FORMATS = ("full", "concise", "json", "github", "sarif")
 
@@ -49,9 +50,7 @@ def lint_command(
     ] = False,
     profile: Annotated[
         str | None,
-        typer.Option(
-            "--profile", help="Cache that prices findings: vllm, sglang, openai, anthropic."
-        ),
+        typer.Option("--profile", help=f"Cache that prices findings: {', '.join(PROFILE_NAMES)}."),
     ] = None,
     tokenizer: Annotated[
         str | None,

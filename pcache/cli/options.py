@@ -6,6 +6,23 @@ from typing import Annotated
 
 import typer
 
+from pcache.defaults import (  # a leaf module: `pcache --help` stays light
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_DATE,
+    DEFAULT_HASH_ALGO,
+    DEFAULT_MODEL,
+    DEFAULT_TOKENIZER,
+    MAX_BLOCK_SIZE,
+)
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_DATE",
+    "DEFAULT_HASH_ALGO",
+    "DEFAULT_MODEL",
+    "DEFAULT_TOKENIZER",
+]
+
 
 def in_range(
     minimum: float | None = None, maximum: float | None = None, above: float | None = None
@@ -32,11 +49,6 @@ TokenizerOpt = Annotated[
         " Face model directory or hub id (tokenizer.json + chat template).",
     ),
 ]
-# Larger than any context window: a bigger block is a typo, and cost tables would allocate it.
-MAX_BLOCK_SIZE = 1 << 20
-MAX_CACHE_BLOCKS = 1 << 40  # pcache.cache.simulate.MAX_CACHE_BLOCKS
-MAX_CACHE_GB = 1 << 30  # an exbibyte of KV cache
-MAX_TIME_SCALE = 1000.0  # pcache.replay.arrivals.MAX_TIME_SCALE
 BlockSizeOpt = Annotated[
     int,
     typer.Option(
@@ -69,12 +81,3 @@ def check_text_or_json(format: str) -> None:
         from pcache.errors import UsageError
 
         raise UsageError(f"--format must be text or json, got {format!r}")
-
-
-# Literal copies of the core defaults keep `pcache --help` free of heavy imports;
-# tests/test_cli_basics.py checks they agree with the core.
-DEFAULT_TOKENIZER = "gpt-oss"
-DEFAULT_BLOCK_SIZE = 16
-DEFAULT_HASH_ALGO = "pcache"
-DEFAULT_DATE = "2026-01-01"
-DEFAULT_MODEL = "llama3-8b"

@@ -14,11 +14,6 @@ from pcache.cli.options import (
     DEFAULT_DATE,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
-    DEFAULT_TOKENIZER,
-    MAX_BLOCK_SIZE,
-    MAX_CACHE_BLOCKS,
-    MAX_CACHE_GB,
-    MAX_TIME_SCALE,
     BlockSizeOpt,
     CacheSaltOpt,
     DateOpt,
@@ -26,7 +21,6 @@ from pcache.cli.options import (
     HashAlgoOpt,
     TokenizerOpt,
     check_text_or_json,
-    in_range,
 )
 
 
@@ -58,7 +52,6 @@ def replay_command(
         int | None,
         typer.Option(
             "--cache-blocks",
-            callback=in_range(1, MAX_CACHE_BLOCKS),
             help="Cache capacity in blocks (default: unlimited).",
         ),
     ] = None,
@@ -66,7 +59,6 @@ def replay_command(
         float | None,
         typer.Option(
             "--cache-gb",
-            callback=in_range(above=0, maximum=MAX_CACHE_GB),
             help="Cache capacity in GiB of KV for --model.",
         ),
     ] = None,
@@ -89,21 +81,17 @@ def replay_command(
         float,
         typer.Option(
             "--decode-rate",
-            callback=in_range(above=0),
             help="Decode tokens/s per request (timed mode).",
         ),
     ] = 50.0,
     ttft_overhead_ms: Annotated[
         float | None,
-        typer.Option(
-            "--ttft-overhead-ms", callback=in_range(0), help="TTFT fixed overhead (ms; default 55)."
-        ),
+        typer.Option("--ttft-overhead-ms", help="TTFT fixed overhead (ms; default 55)."),
     ] = None,
     ttft_ms_per_token: Annotated[
         float | None,
         typer.Option(
             "--ttft-ms-per-token",
-            callback=in_range(0),
             help="TTFT cost per uncached token (ms; default 0.05).",
         ),
     ] = None,
@@ -111,7 +99,6 @@ def replay_command(
         float | None,
         typer.Option(
             "--ttft-ms-per-pair",
-            callback=in_range(0),
             help="TTFT cost per query-key pair (ms; default 1e-6).",
         ),
     ] = None,
@@ -130,15 +117,12 @@ def replay_command(
     ] = None,
     repeat: Annotated[
         int,
-        typer.Option(
-            "--repeat", callback=in_range(1, 1000), help="--engine: runs; medians reported."
-        ),
+        typer.Option("--repeat", help="--engine: runs; medians reported."),
     ] = 1,
     time_scale: Annotated[
         float,
         typer.Option(
             "--time-scale",
-            callback=in_range(0, MAX_TIME_SCALE),
             help="--engine timed, --endpoint: multiply the trace's gaps between arrivals.",
         ),
     ] = 1.0,
@@ -146,7 +130,6 @@ def replay_command(
         int | None,
         typer.Option(
             "--max-output-tokens",
-            callback=in_range(1),
             help="--engine, --endpoint: cap each output length.",
         ),
     ] = None,
@@ -154,7 +137,6 @@ def replay_command(
         int | None,
         typer.Option(
             "--max-prompt-tokens",
-            callback=in_range(1),
             help="--engine: keep each prompt's first N tokens.",
         ),
     ] = None,
@@ -162,22 +144,19 @@ def replay_command(
         int,
         typer.Option(
             "--warmup",
-            callback=in_range(0, 100),
             help="--engine: warm-up rounds before timing (0: none).",
         ),
     ] = 2,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", callback=in_range(1), help="Replay the first N requests only."),
+        typer.Option("--limit", help="Replay the first N requests only."),
     ] = None,
     capacity_sweep: Annotated[
         bool, typer.Option("--capacity-sweep", help="Replay at several cache sizes.")
     ] = False,
     sweep_points: Annotated[
         int,
-        typer.Option(
-            "--sweep-points", callback=in_range(2, 1000), help="Cache sizes in the sweep."
-        ),
+        typer.Option("--sweep-points", help="Cache sizes in the sweep."),
     ] = 8,
     plot: Annotated[
         str | None,
@@ -198,7 +177,6 @@ def replay_command(
         int | None,
         typer.Option(
             "--trace-block-size",
-            callback=in_range(1, MAX_BLOCK_SIZE),
             help="Tokens per hash id (hash-id traces).",
         ),
     ] = None,
@@ -232,156 +210,64 @@ def replay_command(
     from pcache import replay
     from pcache.cli import replay_view
     from pcache.cli.console import warning
-    from pcache.errors import UsageError
     from pcache.files import check_writable
-    from pcache.replay.arguments import ReplayArguments
-    from pcache.replay.ttft import TtftModel
+    from pcache.replay.run import replay_options
 
     check_text_or_json(format)
-    chosen = [
-        name
-        for name, on in (
-            ("--simulate", simulate),
-            ("--engine", engine is not None),
-            ("--gpu", gpu),
-            ("--endpoint", endpoint is not None),
-        )
-        if on
-    ]
-    if len(chosen) > 1:
-        raise UsageError(
-            f"give one of --simulate, --engine, --gpu and --endpoint, not {' and '.join(chosen)}"
-        )
-    if endpoint is not None:
-        from pcache.replay.arguments import ReplayArguments
-        from pcache.replay.endpoint_options import EndpointOptions
-
-        for name, value in (
-            ("--capacity-sweep", capacity_sweep),
-            ("--plot", plot),
-            ("--concurrency", concurrency != "serial"),
-            ("--cache-gb", cache_gb),
-            ("--calibration", calibration),
-            ("--save-calibration", save_calibration),
-            ("--repeat", repeat > 1),
-        ):
-            if value:
-                raise UsageError(f"{name} does not apply to --endpoint")
-        if policy != "vllm":
-            raise UsageError("--endpoint predicts with the vLLM block pool: --policy vllm only")
-        if output is not None:
-            check_writable(output)
-        options = EndpointOptions(
-            url=endpoint,
-            model=model or "",
-            api=api,
-            max_concurrency=max_concurrency,
-            rate=rate,
-            burstiness=burstiness,
-            time_scale=time_scale,
-            compare_cache=compare_cache,
-            reset_cache=reset_cache,
-            api_key_env=api_key_env,
-            timeout_s=timeout,
-            retries=retries,
-            ignore_eos=ignore_eos,
-            max_output_tokens=max_output_tokens,
-            max_prompt_tokens=max_prompt_tokens,
-            limit=limit,
-            vocab_size=vocab_size,
-            block_size=block_size,
-            cache_blocks=cache_blocks,
-            hash_algo=hash_algo,
-            tokenizer=tokenizer or DEFAULT_TOKENIZER,
-            scrape_metrics=not no_server_metrics,
-        )
-        arguments = ReplayArguments(
-            trace=trace,
-            mode="endpoint",
-            block_size=block_size,
-            hash_algo=hash_algo,
-            tokenizer=tokenizer or DEFAULT_TOKENIZER,
-            tokenizer_given=tokenizer is not None,
-            cache_salt=cache_salt,
-            date=date,
-            strict=strict,
-            trace_format=trace_format,
-            trace_block_size=trace_block_size,
-            endpoint=options,
-        )
-        ep.run(arguments, output, format)
-        return
-    mode = "simulate" if not (engine or gpu) else "engine"
-    device = "gpu" if gpu else engine or "cpu"
-    if engine is not None and engine not in ("cpu", "gpu"):
-        raise UsageError(f"--engine must be cpu or gpu, got {engine!r}")
-    if cache_blocks is not None and cache_gb is not None:
-        raise UsageError("give --cache-blocks or --cache-gb, not both")
-    if plot is not None and not capacity_sweep and mode == "simulate":
-        raise UsageError("--plot needs --capacity-sweep (or --engine)")
-    given_ttft = (ttft_overhead_ms, ttft_ms_per_token, ttft_ms_per_pair)
-    if calibration is not None and any(value is not None for value in given_ttft):
-        raise UsageError("give --calibration or the --ttft-* coefficients, not both")
-    if mode == "simulate":
-        for name, value in (
-            ("--save-calibration", save_calibration),
-            ("--repeat", repeat > 1),
-            ("--time-scale", time_scale != 1.0),
-            ("--max-output-tokens", max_output_tokens),
-            ("--max-prompt-tokens", max_prompt_tokens),
-        ):
-            if value:
-                raise UsageError(f"{name} applies to --engine and --gpu")
-    elif calibration is not None:
-        raise UsageError("--calibration applies to --simulate (--engine fits its own)")
-    if model is None and mode == "engine":
-        raise UsageError(
-            "--engine needs --model: a preset (tiny, qwen3-0.6b, llama3-8b, ...) or"
-            " a checkpoint directory"
-        )
-    for path in (output, plot, save_calibration):
-        if path is not None:
-            check_writable(path)
-    defaults = TtftModel()
-    arguments = ReplayArguments(
-        trace=trace,
-        mode=mode,
-        device=device,
-        policy=policy,
-        cache_blocks=cache_blocks,
-        cache_gb=cache_gb,
-        model=model or DEFAULT_MODEL,
-        concurrency=concurrency,
-        decode_rate=decode_rate,
-        ttft=TtftModel(
-            defaults.overhead_ms if ttft_overhead_ms is None else ttft_overhead_ms,
-            defaults.ms_per_token if ttft_ms_per_token is None else ttft_ms_per_token,
-            defaults.ms_per_pair if ttft_ms_per_pair is None else ttft_ms_per_pair,
-        ),
-        calibration=calibration,
-        save_calibration=save_calibration,
-        capacity_sweep=capacity_sweep,
-        sweep_points=sweep_points,
-        keep_requests=output is not None or (plot is not None and mode == "engine"),
-        strict=strict,
-        trace_format=trace_format,
-        trace_block_size=trace_block_size,
-        tokenizer=tokenizer or DEFAULT_TOKENIZER,
-        tokenizer_given=tokenizer is not None,
+    options = replay_options(
+        _mode(simulate=simulate, engine=engine, gpu=gpu, endpoint=endpoint),
+        tokenizer=tokenizer,
         block_size=block_size,
         hash_algo=hash_algo,
         cache_salt=cache_salt,
         date=date,
+        trace_format=trace_format,
+        trace_block_size=trace_block_size,
+        strict=strict,
+        cache_blocks=cache_blocks,
+        limit=limit,
+        keep_requests=output is not None or plot is not None,
+        model=model,
+        policy=policy,
+        cache_gb=cache_gb,
+        concurrency=concurrency,
+        decode_rate=decode_rate,
+        ttft=_ttft(ttft_overhead_ms, ttft_ms_per_token, ttft_ms_per_pair),
+        calibration=calibration,
+        capacity_sweep=capacity_sweep,
+        sweep_points=sweep_points,
+        device="gpu" if gpu else engine,
+        save_calibration=save_calibration,
         repeat=repeat,
         time_scale=time_scale,
         max_output_tokens=max_output_tokens,
         max_prompt_tokens=max_prompt_tokens,
-        limit=limit,
         warmup_rounds=warmup,
+        url=endpoint,
+        api=api,
+        max_concurrency=max_concurrency,
+        rate=rate,
+        burstiness=burstiness,
+        compare_cache=compare_cache,
+        reset_cache=reset_cache,
+        api_key_env=api_key_env,
+        timeout_s=timeout,
+        retries=retries,
+        ignore_eos=ignore_eos,
+        vocab_size=vocab_size,
+        scrape_metrics=not no_server_metrics,
     )
+    if plot is not None:
+        options.check_plot()
+    for path in (output, plot):
+        if path is not None:
+            check_writable(path)
+    if options.mode == "endpoint":
+        ep.run(trace, options, output, format)
+        return
     bar = replay_view.progress_bar(progress, format)
     with bar as advance:
-        result = replay(arguments, progress=advance)
+        result = replay(trace, options, progress=advance)
     for message in result.skipped[:5]:
         warning(f"skipped {message}")
     if len(result.skipped) > 5:
@@ -391,8 +277,36 @@ def replay_command(
     if output is not None:
         replay_view.write_per_request(output, result.reports[-1])
     if plot is not None:
-        if mode == "engine":
+        if options.mode == "engine":
             replay_view.plot_ttft_cdfs(plot, result.reports[0])
         else:
             replay_view.plot_sweep(plot, result.reports)
     replay_view.render(result, format)
+
+
+def _mode(**chosen: bool | str | None) -> str:
+    """The driver the flags choose (`--simulate`, `--engine`, `--gpu`, `--endpoint`)."""
+    from pcache.errors import UsageError
+
+    given = [f"--{name}" for name, value in chosen.items() if value not in (None, False)]
+    if len(given) > 1:
+        raise UsageError(
+            f"give one of --simulate, --engine, --gpu and --endpoint, not {' and '.join(given)}"
+        )
+    if chosen["endpoint"] is not None:
+        return "endpoint"
+    return "engine" if chosen["engine"] is not None or chosen["gpu"] else "simulate"
+
+
+def _ttft(overhead_ms: float | None, ms_per_token: float | None, ms_per_pair: float | None):
+    """The TTFT model of the `--ttft-*` flags given (the others at their defaults), or None."""
+    if overhead_ms is None and ms_per_token is None and ms_per_pair is None:
+        return None
+    from pcache.replay.ttft import TtftModel
+
+    defaults = TtftModel()
+    return TtftModel(
+        defaults.overhead_ms if overhead_ms is None else overhead_ms,
+        defaults.ms_per_token if ms_per_token is None else ms_per_token,
+        defaults.ms_per_pair if ms_per_pair is None else ms_per_pair,
+    )

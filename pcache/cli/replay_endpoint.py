@@ -189,20 +189,15 @@ def render(data: dict, format: str) -> None:
         warning(note)
 
 
-def run(arguments, output: str | None, format: str) -> None:
-    """Replay against the server (`arguments.endpoint`), show the report, also after Ctrl-C."""
-    from dataclasses import replace
-
+def run(trace: str, options, output: str | None, format: str) -> None:
+    """Replay against the server (`options`, `EndpointOptions`), show the report, also after
+    Ctrl-C."""
+    from pcache import replay
     from pcache.cli.console import stderr, warning
-    from pcache.replay.endpoint_driver import served_model
-    from pcache.replay.run import run_replay
 
-    options = arguments.endpoint
-    if not options.model:
-        arguments = replace(arguments, endpoint=replace(options, model=served_model(options)))
     if format == "text" and stderr.is_terminal:
-        stderr.print(f"replaying {arguments.trace} against {options.base} ...", markup=False)
-    result = run_replay(arguments)
+        stderr.print(f"replaying {trace} against {options.base} ...", markup=False)
+    result = replay(trace, options)
     for message in result.skipped[:5]:
         warning(f"skipped {message}")
     if len(result.skipped) > 5:

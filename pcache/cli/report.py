@@ -16,6 +16,7 @@ from pcache.cli.options import (
     BlockSizeOpt,
     DateOpt,
 )
+from pcache.defaults import PROFILE_NAMES
 
 FORMATS = ("html", "json")
 
@@ -51,9 +52,7 @@ def report_command(
     ] = DEFAULT_TOKENIZER,
     profile: Annotated[
         str,
-        typer.Option(
-            "--profile", help="Cache that prices findings: vllm, sglang, openai, anthropic."
-        ),
+        typer.Option("--profile", help=f"Cache that prices findings: {', '.join(PROFILE_NAMES)}."),
     ] = "vllm",
     model: Annotated[
         str,

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from pcache.defaults import DEFAULT_BLOCK_SIZE
+
 MODEL_HELP = (
     "A preset (tiny, tiny-llama, tiny-qwen2, tiny-qwen3, qwen3-0.6b, llama3-1b, llama3-8b;"
     " seeded random weights) or a checkpoint directory (config.json + *.safetensors)."
@@ -27,7 +29,7 @@ def serve_command(
     engine: Annotated[str, typer.Option("--engine", help="cpu (torch) or gpu (Triton).")] = "cpu",
     block_size: Annotated[
         int, typer.Option("--block-size", min=1, help="Tokens per KV block (a power of two).")
-    ] = 16,
+    ] = DEFAULT_BLOCK_SIZE,
     kv_cache_tokens: Annotated[
         int | None,
         typer.Option("--kv-cache-tokens", min=1, help="KV cache size in tokens (CPU: 8192)."),
@@ -65,11 +67,10 @@ def serve_command(
     import uvicorn
 
     from pcache.cli.console import stderr
+    from pcache.engine.config import torch_device
     from pcache.errors import UsageError
     from pcache.serve.app import ServeOptions, build_server, create_app
 
-    if engine not in ("cpu", "gpu"):
-        raise UsageError(f"--engine must be cpu or gpu, got {engine!r}")
     if block_size & (block_size - 1):
         raise UsageError(f"--block-size must be a power of two, got {block_size}")
     if log_level not in ("critical", "error", "warning", "info", "debug"):
@@ -77,7 +78,7 @@ def serve_command(
     options = ServeOptions(
         model=model,
         served_model_name=served_model_name,
-        device="cuda" if engine == "gpu" else "cpu",
+        device=torch_device(engine),
         block_size=block_size,
         kv_cache_tokens=kv_cache_tokens,
         max_num_seqs=max_num_seqs,

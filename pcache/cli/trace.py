@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from pcache.defaults import DEFAULT_BLOCK_SIZE
+
 trace_app = typer.Typer(
     name="trace",
     help="Work with replay traces.",
@@ -50,7 +52,7 @@ def synth_command(
     ] = "requests",
     block_size: Annotated[
         int, typer.Option("--block-size", "-b", help="Tokens per block (hash-ids).")
-    ] = 16,
+    ] = DEFAULT_BLOCK_SIZE,
 ) -> None:
     """Generate a synthetic workload.
 

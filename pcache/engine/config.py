@@ -4,8 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
+from pcache.errors import UsageError
+
+ENGINES = ("cpu", "gpu")
+"""`--engine` choices: cpu (fp32, torch attention) or gpu (bf16, Triton kernels, on CUDA)."""
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 BACKENDS = ("auto", "torch", "triton")
+
+
+def check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise UsageError(f"--engine must be cpu or gpu, got {engine!r}")
+
+
+def torch_device(engine: str) -> str:
+    """The torch device an `--engine` choice runs on: `gpu` is `cuda`, `cpu` the CPU."""
+    check_engine(engine)
+    return "cuda" if engine == "gpu" else "cpu"
 
 
 @dataclass(slots=True)
@@ -16,7 +32,7 @@ class EngineConfig:
     device: str = "cpu"
     dtype: str = "auto"
     attention_backend: str = "auto"
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     num_kv_blocks: int | None = None
     kv_cache_tokens: int | None = None
     gpu_memory_utilization: float = 0.9
@@ -24,7 +40,7 @@ class EngineConfig:
     max_num_seqs: int = 256
     max_model_len: int | None = None
     enable_prefix_caching: bool = True
-    hash_algo: str = "pcache"
+    hash_algo: str = DEFAULT_HASH_ALGO
     seed: int = 0
     record_logits: bool = False
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.errors import EngineError, InputError
 
 
@@ -54,45 +54,6 @@ def _check_prompts(prompt_ids: list[list[int]], source: str, model: str, vocab: 
                 )
 
 
-class PromptCodec:
-    """Text <-> token ids for a model: its tokenizer.json, else cl100k or UTF-8 bytes by vocab."""
-
-    def __init__(self, model: str, vocab_size: int) -> None:
-        self.tokenizer = None
-        self.encoding = None
-        tokenizer_file = Path(model) / "tokenizer.json"
-        if tokenizer_file.is_file():
-            from tokenizers import Tokenizer
-
-            from pcache.files import read_text
-
-            text = read_text(tokenizer_file, what="tokenizer.json")
-            try:
-                self.tokenizer = Tokenizer.from_str(text)
-            except Exception as error:  # the tokenizers library raises its own Exception
-                raise EngineError(f"{tokenizer_file}: not a loadable tokenizer: {error}") from None
-        elif vocab_size >= 100277:
-            from pcache.prompt.tiktoken_offline import get_encoding
-
-            self.encoding = get_encoding("cl100k_base")
-        elif vocab_size < 256:
-            raise EngineError(f"{model}: no tokenizer for --prompt; use --prompt-ids")
-
-    def encode(self, text: str) -> list[int]:
-        if self.tokenizer is not None:
-            return self.tokenizer.encode(text, add_special_tokens=False).ids
-        if self.encoding is not None:
-            return self.encoding.encode(text, disallowed_special=())
-        return list(text.encode("utf-8"))
-
-    def decode(self, token_ids: list[int]) -> str:
-        if self.tokenizer is not None:
-            return self.tokenizer.decode(token_ids)
-        if self.encoding is not None:
-            return self.encoding.decode([t for t in token_ids if t < self.encoding.n_vocab])
-        return bytes(t for t in token_ids if t < 256).decode("utf-8", errors="replace")
-
-
 def generate(
     model: str,
     prompt: str | None,
@@ -107,19 +68,19 @@ def generate(
     Every limit (vocabulary, positions, memory) is checked before anything big is allocated;
     `prompt_source` names where `prompt_ids` came from in messages.
     """
-    from pcache.engine.config import EngineConfig
+    from pcache.engine.config import EngineConfig, torch_device
     from pcache.engine.engine import Engine
     from pcache.engine.loader import resolve_model_config
+    from pcache.prompt.codec import ModelCodec
 
     assert (prompt is None) != (prompt_ids is None)
-    if engine not in ("cpu", "gpu"):
-        raise EngineError(f"--engine must be cpu or gpu, got {engine!r}")
+    device = torch_device(engine)
     if max_new_tokens < 1:
         raise EngineError("--max-new-tokens must be at least 1")
     model_config, _ = resolve_model_config(model)
     codec = None
     if prompt is not None:
-        codec = PromptCodec(model, model_config.vocab_size)
+        codec = ModelCodec(model, model_config.vocab_size)
         prompt_ids = [codec.encode(prompt)]
         if not prompt_ids[0]:
             raise EngineError("--prompt encodes to no tokens")
@@ -132,11 +93,11 @@ def generate(
             f"{longest - max_new_tokens} prompt tokens + {max_new_tokens} new tokens exceed"
             f" the {positions} positions of {model}"
         )
-    block_size = 16
+    block_size = DEFAULT_BLOCK_SIZE
     needed = sum(-(-(len(p) + max_new_tokens) // block_size) for p in prompt_ids) * block_size
     config = EngineConfig(
         model=model,
-        device="cuda" if engine == "gpu" else "cpu",
+        device=device,
         block_size=block_size,
         kv_cache_tokens=needed,
         max_model_len=longest,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pcache.errors import InputError, RequestTemplateError, TokenizerError
-from pcache.files import read_input, read_text
+from pcache.files import read_text
 from pcache.prompt.chat_jinja import (
     TemplateLimitExceeded,
     TemplateRaised,
@@ -23,12 +23,13 @@ from pcache.prompt.chat_jinja import (
     pinned_date,
     template_messages,
 )
+from pcache.prompt.codec import load_tokenizer, one_line
 from pcache.prompt.hf_files import ModelFiles, locate_model_files
 from pcache.prompt.hf_pieces import HFPieces, monotonic_starts
 from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request, request_from_document
-from pcache.prompt.tokenizer import Renderer, RenderOptions
+from pcache.prompt.tokenizer import Renderer, RenderOptions, TemplateRenderer
 
 SPECIAL_TOKEN_NAMES = (
     "bos_token",
@@ -71,7 +72,7 @@ class HFTemplateRenderer:
             except Exception as error:  # jinja2.TemplateSyntaxError and friends
                 where = f" line {error.lineno}" if getattr(error, "lineno", None) else ""
                 raise TokenizerError(
-                    f"{label}: chat template {key!r} does not parse{where}: {_one_line(error)}"
+                    f"{label}: chat template {key!r} does not parse{where}: {one_line(error)}"
                 ) from None
 
     def template_key(self, has_tools: bool) -> str:
@@ -111,7 +112,7 @@ class HFTemplateRenderer:
         except TemplateRaised as error:
             raise RequestTemplateError(
                 request.source,
-                f"the {self.label} chat template refused the request: {_one_line(error)}",
+                f"the {self.label} chat template refused the request: {one_line(error)}",
                 request.line,
             ) from None
         except TemplateLimitExceeded as error:
@@ -121,8 +122,7 @@ class HFTemplateRenderer:
         except Exception as error:  # errors inside an untrusted template are input problems
             raise RequestTemplateError(
                 request.source,
-                f"the {self.label} chat template failed: {type(error).__name__}:"
-                f" {_one_line(error)}",
+                f"the {self.label} chat template failed: {type(error).__name__}: {one_line(error)}",
                 request.line,
             ) from None
         return text, DeferredSpans(text, request, render_messages)
@@ -144,17 +144,8 @@ class HFTemplateRenderer:
 
 def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     """The renderer of a local model directory or a hub id (from the local cache first)."""
-    from tokenizers import Tokenizer
-
     files = locate_model_files(name_or_path)
-    data = read_input(files.tokenizer, what="tokenizer.json")
-    try:
-        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
-    except Exception as error:
-        message = f"{files.tokenizer}: not a loadable tokenizer: {_one_line(error)}"
-        raise TokenizerError(message) from None
-    tokenizer.no_truncation()  # as transformers encodes a chat: whole, unpadded
-    tokenizer.no_padding()
+    tokenizer, data = load_tokenizer(files.tokenizer)
     config = _read_json(files.config) if files.config else {}
     templates = _templates(files, config)
     special_tokens = _special_tokens(files, config)
@@ -165,8 +156,9 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
 def template_calls_clock(renderer: Renderer, request: Request | None = None) -> bool:
     """Whether the rendered tokens change with the date: renders `request` (or a small probe)
     at two pinned dates. A Hugging Face template that never names `strftime_now` is skipped."""
-    templates = getattr(renderer, "templates", None)
-    if isinstance(templates, dict) and not any("strftime_now" in t for t in templates.values()):
+    if isinstance(renderer, TemplateRenderer) and not any(
+        "strftime_now" in t for t in renderer.templates.values()
+    ):
         return False
     probe = request or request_from_document(
         {"messages": [{"role": "system", "content": "Hi."}, {"role": "user", "content": "Hi."}]},
@@ -234,8 +226,3 @@ def _digest_templates(templates: dict[str, str]) -> str:
         return hashlib.sha256(next(iter(templates.values())).encode("utf-8")).hexdigest()
     canonical = json.dumps(templates, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return " ".join(text.split())[:300]

@@ -1,4 +1,5 @@
-"""A plain chat layout for bare tiktoken encodings (`--tokenizer o200k_base|cl100k_base`).
+"""A plain chat layout for bare tiktoken encodings (`--tokenizer o200k_base|cl100k_base`), and
+for models without a chat template of their own (`pcache.prompt.codec.ChatMLRenderer`).
 
 These encodings have no chat template of their own, so pcache writes a fixed ChatML-like layout:
 tools as one JSON block, then each message as `<|im_start|>{role}\\n{content}<|im_end|>\\n`,
@@ -56,28 +57,33 @@ class PlainRenderer(TiktokenEncoder):
         self.template_digest = hashlib.sha256(LAYOUT_VERSION.encode()).hexdigest()
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
-        pieces: list[tuple[str, str | None]] = []
-        if request.tools:
-            pieces.append(("<|im_start|>tools\n[", None))
-            for index, tool in enumerate(request.tools):
-                if index:
-                    pieces.append((", ", None))
-                pieces.append((dump_json(tool), f"tools[{index}]"))
-            pieces.append(("]<|im_end|>\n", None))
-        for index, message in enumerate(request.messages):
-            pieces.append((f"<|im_start|>{message['role']}\n", None))
-            content = message.get("content")
-            if isinstance(content, str):
-                pieces.append((content, f"messages[{index}].content"))
-            for call_index, call in enumerate(message.get("tool_calls") or []):
-                function = call.get("function") or {}
-                path = f"messages[{index}].tool_calls[{call_index}].function"
-                pieces.append(('\n{"name": ', None))
-                pieces.append((dump_json(function.get("name")), f"{path}.name"))
-                pieces.append((', "arguments": ', None))
-                pieces.append((dump_json(function.get("arguments")), f"{path}.arguments"))
-                pieces.append(("}", None))
-            pieces.append(("<|im_end|>\n", None))
-        if options.add_generation_prompt:
-            pieces.append(("<|im_start|>assistant\n", None))
-        return assemble(pieces, request)
+        return chatml_text(request, options)
+
+
+def chatml_text(request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
+    """The request in the ChatML-like layout, and the spans of its sources."""
+    pieces: list[tuple[str, str | None]] = []
+    if request.tools:
+        pieces.append(("<|im_start|>tools\n[", None))
+        for index, tool in enumerate(request.tools):
+            if index:
+                pieces.append((", ", None))
+            pieces.append((dump_json(tool), f"tools[{index}]"))
+        pieces.append(("]<|im_end|>\n", None))
+    for index, message in enumerate(request.messages):
+        pieces.append((f"<|im_start|>{message['role']}\n", None))
+        content = message.get("content")
+        if isinstance(content, str):
+            pieces.append((content, f"messages[{index}].content"))
+        for call_index, call in enumerate(message.get("tool_calls") or []):
+            function = call.get("function") or {}
+            path = f"messages[{index}].tool_calls[{call_index}].function"
+            pieces.append(('\n{"name": ', None))
+            pieces.append((dump_json(function.get("name")), f"{path}.name"))
+            pieces.append((', "arguments": ', None))
+            pieces.append((dump_json(function.get("arguments")), f"{path}.arguments"))
+            pieces.append(("}", None))
+        pieces.append(("<|im_end|>\n", None))
+    if options.add_generation_prompt:
+        pieces.append(("<|im_start|>assistant\n", None))
+    return assemble(pieces, request)

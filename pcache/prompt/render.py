@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from functools import cache
 
+from pcache.defaults import DEFAULT_TOKENIZER
 from pcache.prompt.rendered import RenderedPrompt, Span
 from pcache.prompt.request import KIND_PROMPT, KIND_TOKEN_IDS, Request
 from pcache.prompt.tiktoken_offline import ENCODINGS
-from pcache.prompt.tokenizer import Renderer, RenderOptions
-
-DEFAULT_TOKENIZER = "gpt-oss"
-"""The embedded default: the gpt-oss (harmony) chat format with tiktoken's o200k_harmony."""
+from pcache.prompt.tokenizer import DeferredRenderer, Renderer, RenderOptions
 
 
 @cache
@@ -62,6 +60,8 @@ def prompt_token_ids(
     if request.kind == KIND_PROMPT:
         assert request.prompt is not None
         return renderer.encode(request.prompt)
-    deferred = getattr(renderer, "render_text_deferred", None)
-    text = deferred(request, options)[0] if deferred else renderer.render_text(request, options)[0]
+    if isinstance(renderer, DeferredRenderer):
+        text = renderer.render_text_deferred(request, options)[0]
+    else:
+        text = renderer.render_text(request, options)[0]
     return renderer.encode(text)

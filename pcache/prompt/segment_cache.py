@@ -28,7 +28,14 @@ from typing import Any, Protocol
 from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
-from pcache.prompt.tokenizer import RenderOptions
+from pcache.prompt.tokenizer import (
+    DeferredRenderer,
+    MarkedRenderer,
+    PieceRenderer,
+    Renderer,
+    RenderOptions,
+    TiktokenRenderer,
+)
 
 _LENGTHS: dict[str, list[int]] = {}
 
@@ -70,19 +77,20 @@ def _vocabulary_lengths(encoding: Any) -> list[int]:
 class TiktokenPieces:
     """Pieces of a tiktoken renderer: cut at harmony's markers or at every special token."""
 
-    def __init__(self, renderer: Any):
+    def __init__(self, renderer: TiktokenRenderer):
         encoding = renderer.encoding
         self.encoding = encoding
-        self._special_spans = getattr(renderer, "special_spans", None)
+        self._special_spans = (
+            renderer.special_spans if isinstance(renderer, MarkedRenderer) else None
+        )
         specials = sorted(encoding.special_tokens_set, key=len, reverse=True)
         self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
         self.splitter = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
         self._byte_lengths: list[int] | None = None
 
     @classmethod
-    def of(cls, renderer: Any) -> TiktokenPieces | None:
-        encoding = getattr(renderer, "encoding", None)
-        if encoding is None or not hasattr(encoding, "special_tokens_set"):
+    def of(cls, renderer: Renderer) -> TiktokenPieces | None:
+        if not isinstance(renderer, TiktokenRenderer) or renderer.encoding is None:
             return None
         return cls(renderer)
 
@@ -117,11 +125,10 @@ class TiktokenPieces:
         return starts
 
 
-def piece_encoder_of(renderer: Any) -> PieceEncoder | None:
+def piece_encoder_of(renderer: Renderer) -> PieceEncoder | None:
     """The renderer's own piece encoder (Hugging Face models), else tiktoken's, else None."""
-    own = getattr(renderer, "piece_encoder", None)
-    if own is not None:
-        return own()
+    if isinstance(renderer, PieceRenderer):
+        return renderer.piece_encoder()
     return TiktokenPieces.of(renderer)
 
 
@@ -136,7 +143,7 @@ class _Piece:
 class SegmentCachedRenderer:
     """Delegates rendering; caches the encoding of each piece between special tokens."""
 
-    def __init__(self, renderer: Any, max_cached_tokens: int = 3_000_000):
+    def __init__(self, renderer: Renderer, max_cached_tokens: int = 3_000_000):
         self.inner = renderer
         self.name = renderer.name
         self.template_digest = renderer.template_digest
@@ -146,6 +153,7 @@ class SegmentCachedRenderer:
         self.hits = 0
         self.misses = 0
         self.encoder = piece_encoder_of(renderer)
+        self._deferred = isinstance(renderer, DeferredRenderer)
         self.enabled = self.encoder is not None
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
@@ -155,9 +163,8 @@ class SegmentCachedRenderer:
         self, request: Request, options: RenderOptions
     ) -> tuple[str, DeferredSpans]:
         """The rendered text now, its spans when asked for (if the renderer can wait)."""
-        deferred = getattr(self.inner, "render_text_deferred", None)
-        if deferred is not None:
-            return deferred(request, options)
+        if self._deferred:
+            return self.inner.render_text_deferred(request, options)
         text, spans = self.inner.render_text(request, options)
         return text, DeferredSpans.known(text, request, spans)
 

@@ -49,9 +49,9 @@ def predict(trace: Trace, options: EndpointOptions) -> ReplayReport:
     simulation = SimulationOptions(
         policy="vllm",
         cache_blocks=options.cache_blocks,
-        block_size=options.block_size,
+        block_size=options.settings.block_size,
         concurrency="serial",
-        hash_algo=options.hash_algo,
+        hash_algo=options.settings.hash_algo,
     )
     return simulate(trace, simulation, keep_requests=True)
 
@@ -267,13 +267,13 @@ def _measurement(
             },
         }
     assumptions = (
-        f"vLLM block pool, {options.block_size}-token blocks,"
+        f"vLLM block pool, {options.settings.block_size}-token blocks,"
         f" {options.cache_blocks or 'unlimited'} blocks, requests one at a time in trace order,"
         " starting from an empty cache"
     )
     if options.api != "completions":
         assumptions += (
-            f"; prompts rendered as pcache's tokenizer {options.tokenizer!r} renders them"
+            f"; prompts rendered as pcache's tokenizer {options.settings.tokenizer!r} renders them"
         )
     comparison = None
     if "comparison" in found:

@@ -1,14 +1,17 @@
-"""`EndpointOptions`: how `pcache replay --endpoint` talks to a live server."""
+"""`EndpointOptions`: what `pcache replay --endpoint URL` is told: the server, arrivals, passes."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from pcache.errors import UsageError
 from pcache.numbers import check_number
 from pcache.replay.arrivals import MAX_TIME_SCALE
 from pcache.replay.endpoint_client import APIS
+from pcache.replay.options import MAX_SEED, ReplayOptions, check_count
 
 MIN_RATE = 1e-3
 """Fewest requests per second (one every 1,000 s): a slower rate never ends a replay."""
@@ -41,12 +44,19 @@ def _check_url(url: str) -> None:
         raise UsageError(f"--endpoint {problem}, got {url!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointOptions:
-    """How to replay against a server (the trace itself is read by the caller)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndpointOptions(ReplayOptions):
+    """How to replay against a server: its URL and API, arrivals, concurrency and passes."""
 
-    url: str
-    model: str
+    mode: ClassVar[str] = "endpoint"
+    flags: ClassVar[tuple[str, ...]] = ("--endpoint",)
+    refusals: ClassVar[dict[str, str]] = {
+        "policy": "--endpoint predicts with the vLLM block pool: --policy vllm only"
+    }
+
+    url: str = field(default="", metadata={"flag": "--endpoint"})
+    model: str = ""
+    """The served model's name ("": the one the server lists at /v1/models)."""
     api: str = "completions"
     max_concurrency: int | None = None
     rate: float | None = None
@@ -55,21 +65,17 @@ class EndpointOptions:
     compare_cache: bool = False
     reset_cache: bool = False
     api_key_env: str | None = None
-    timeout_s: float = 300.0
+    timeout_s: float = field(default=300.0, metadata={"flag": "--timeout"})
     retries: int = 2
     ignore_eos: bool = False
     max_output_tokens: int | None = None
     max_prompt_tokens: int | None = None
-    limit: int | None = None
     vocab_size: int | None = None
-    block_size: int = 16
-    cache_blocks: int | None = None
-    hash_algo: str = "pcache"
-    tokenizer: str = "gpt-oss"
     seed: int = 0
-    scrape_metrics: bool = True
+    scrape_metrics: bool = field(default=True, metadata={"flag": "--no-server-metrics"})
 
     def __post_init__(self) -> None:
+        ReplayOptions.__post_init__(self)
         if self.api not in APIS:
             raise UsageError(f"--api must be one of {', '.join(APIS)}, got {self.api!r}")
         _check_url(self.url)
@@ -83,6 +89,13 @@ class EndpointOptions:
         check_number("--retries", self.retries, minimum=0, maximum=MAX_RETRIES)
         if self.vocab_size is not None:
             check_number("--vocab-size", self.vocab_size, minimum=2, maximum=MAX_VOCAB_SIZE)
+        check_count("--max-output-tokens", self.max_output_tokens, 1)
+        check_count("--max-prompt-tokens", self.max_prompt_tokens, 1)
+        check_number("--seed", self.seed, minimum=0, maximum=MAX_SEED)
+
+    @classmethod
+    def refusal(cls, name: str, flag: str, owners: Sequence[type[ReplayOptions]]) -> str:
+        return cls.refusals.get(name) or f"{flag} does not apply to --endpoint"
 
     @property
     def base(self) -> str:

@@ -36,14 +36,13 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from pcache.errors import EngineError, UsageError
-from pcache.numbers import check_number
-from pcache.replay.arguments import ReplayArguments
-from pcache.replay.arrivals import MAX_TIME_SCALE
 from pcache.replay.calibration import fit_ttft_model, save_calibration
+from pcache.replay.engine_options import EngineOptions
 from pcache.replay.report import (
     Measurement,
     ReplayReport,
@@ -86,32 +85,31 @@ class Runs:
     cache_off: list[Run] = field(default_factory=list)
 
 
-def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayReport, str, Trace]:
-    """Measure `arguments.trace` through the engine; returns (report, model name, trace)."""
+def replay_engine(
+    source: Any, options: EngineOptions, progress=None
+) -> tuple[ReplayReport, str, Trace]:
+    """Measure the trace `source` through the engine; returns (report, model name, trace)."""
     torch = _import_torch()
-    if arguments.device == "gpu" and not torch.cuda.is_available():
+    if options.device == "gpu" and not torch.cuda.is_available():
         raise EngineError("--gpu needs a CUDA device, and torch finds none on this machine")
-    if arguments.concurrency not in ("serial", "timed"):
-        raise UsageError(f"--concurrency must be serial or timed, got {arguments.concurrency!r}")
-    check_number("--time-scale", arguments.time_scale, minimum=0, maximum=MAX_TIME_SCALE)
-    from pcache.engine.config import EngineConfig
+    from pcache.engine.config import EngineConfig, torch_device
     from pcache.engine.engine import Engine
     from pcache.engine.kv_cache import dtype_bytes, plan_num_blocks
     from pcache.engine.loader import resolve_model_config
-    from pcache.replay.run import load_trace, trace_settings
 
-    model_config, directory = resolve_model_config(arguments.model)
-    settings = trace_settings(arguments)
+    assert options.model is not None
+    model_config, directory = resolve_model_config(options.model)
+    settings = options.settings
     own_tokenizer = directory is not None and (directory / "tokenizer.json").is_file()
-    if own_tokenizer and not arguments.tokenizer_given:  # the model's tokenizer and template
+    if own_tokenizer and not options.tokenizer_given:  # the model's tokenizer and template
         settings = replace(settings, tokenizer=str(directory))
-    trace = load_trace(arguments, settings)
-    slicing = Slicing(arguments.limit, arguments.max_prompt_tokens, arguments.max_output_tokens)
+    trace = options.read_trace(source, settings)
+    slicing = Slicing(options.limit, options.max_prompt_tokens, options.max_output_tokens)
     max_model_len = model_config.max_position_embeddings
     tokens, cut = engine_trace(trace, model_config.vocab_size, max_model_len, slicing)
-    block_size = arguments.block_size
+    block_size = settings.block_size
     footprint = _footprint_blocks(tokens.records, block_size)
-    capacity = arguments.cache_blocks or footprint
+    capacity = options.cache_blocks or footprint
     largest = max(-(-(r.input_length + r.output_length) // block_size) for r in tokens.records)
     if capacity < largest:
         raise UsageError(
@@ -119,12 +117,12 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
             f" ({largest} blocks of {block_size} tokens); raise --cache-blocks"
         )
     config = EngineConfig(
-        model=arguments.model,
-        device="cuda" if arguments.device == "gpu" else "cpu",
+        model=options.model,
+        device=torch_device(options.device),
         block_size=block_size,
         num_kv_blocks=capacity + 1,
-        hash_algo=arguments.hash_algo,
-        seed=arguments.seed,
+        hash_algo=settings.hash_algo,
+        seed=options.seed,
     )
     # both KV caches and the weights must fit: checked before anything is allocated
     torch_dtype = getattr(torch, config.torch_dtype_name)
@@ -148,34 +146,34 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
         cache_off,
         records,
         model_config.vocab_size,
-        arguments.seed,
-        arguments.warmup_rounds,
+        options.seed,
+        options.warmup_rounds,
     )
-    probes = _probe(cache_off, records, model_config.vocab_size, arguments.seed)
+    probes = _probe(cache_off, records, model_config.vocab_size, options.seed)
     runs = Runs()
-    for repetition in range(arguments.repeat):
-        if arguments.concurrency == "serial":
+    for repetition in range(options.repeat):
+        if options.concurrency == "serial":
             on, off = _serial(cache_on, cache_off, records, repetition, progress)
         else:
             order = [cache_on, cache_off] if repetition % 2 == 0 else [cache_off, cache_on]
-            timed = {id(e): _timed(e, records, arguments.time_scale, progress) for e in order}
+            timed = {id(e): _timed(e, records, options.time_scale, progress) for e in order}
             on, off = timed[id(cache_on)], timed[id(cache_off)]
         runs.cache_on.append(on)
         runs.cache_off.append(off)
     kv_bytes = model_config.kv_bytes_per_token(dtype_bytes(torch_dtype))
     description = _Describe(
         machine=_machine(torch, config),
-        model=arguments.model,
+        model=options.model,
         dtype=config.torch_dtype_name,
         backend=config.backend_name,
         device=config.device,
     )
     report, calibration = _report(
-        arguments, tokens, capacity, kv_bytes, runs, probes, cut, description
+        options, tokens, capacity, kv_bytes, runs, probes, cut, description
     )
-    if arguments.save_calibration is not None:
-        save_calibration(arguments.save_calibration, calibration)
-    name = Path(arguments.model).name if directory is not None else arguments.model
+    if options.save_calibration is not None:
+        save_calibration(options.save_calibration, calibration)
+    name = Path(options.model).name if directory is not None else options.model
     return report, name, trace
 
 
@@ -383,12 +381,13 @@ def _run_stats(runs: list[Run], records: list[TraceRecord]) -> RunStats:
     )
 
 
-def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cut, described):
-    from pcache.replay.run import simulation_options
+def _report(
+    options: EngineOptions, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cut, described
+):
     from pcache.replay.simulate import simulate
 
     records = tokens.records
-    timed = arguments.concurrency == "timed"
+    timed = options.concurrency == "timed"
     on_runs, off_runs = runs.cache_on, runs.cache_off
     # the fit: cache-off TTFTs (timed: from first scheduling, without the queueing) and the
     # length probes
@@ -414,10 +413,8 @@ def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cu
             for record, output in zip(records, generated, strict=True)
         ],
     )
-    options = replace(
-        simulation_options(arguments, kv_bytes), cache_blocks=capacity, ttft=calibration.model
-    )
-    predicted = simulate(simulated_trace, options, keep_requests=True)
+    simulation = options.simulation_options(kv_bytes, capacity, calibration.model)
+    predicted = simulate(simulated_trace, simulation, keep_requests=True)
     predicted_cached = [outcome.cached_tokens for outcome in predicted.per_request]
     measured_cached = [sample.cached_tokens for sample in on_runs[0].samples]
     consistent = all([s.cached_tokens for s in run.samples] == measured_cached for run in on_runs)
@@ -450,12 +447,12 @@ def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cu
         backend=described.backend,
         device=described.device,
         settings={
-            "block_size": arguments.block_size,
+            "block_size": options.settings.block_size,
             "capacity_blocks": capacity,
-            "hash_algo": arguments.hash_algo,
+            "hash_algo": options.settings.hash_algo,
             "max_num_batched_tokens": 8192,
-            "time_scale": arguments.time_scale if timed else None,
-            "seed": arguments.seed,
+            "time_scale": options.time_scale if timed else None,
+            "seed": options.seed,
         },
         run_order=(
             "whole runs, cache on first in even repetitions"
@@ -463,8 +460,8 @@ def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cu
             else "interleaved per request, cache on first for even requests"
             " (odd ones in odd repetitions)"
         ),
-        repeat=arguments.repeat,
-        warmup=f"{arguments.warmup_rounds} rounds of the trace's shortest, median and longest"
+        repeat=options.repeat,
+        warmup=f"{options.warmup_rounds} rounds of the trace's shortest, median and longest"
         " prompt lengths (fresh tokens, 2 output tokens) on both engines, and a cache hit on"
         " the caching one; then empty pools",
         cache_on=on_stats,
@@ -504,8 +501,8 @@ def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cu
         source=tokens.source,
         trace_format=tokens.format,
         policy="vllm",
-        concurrency=arguments.concurrency,
-        block_size=arguments.block_size,
+        concurrency=options.concurrency,
+        block_size=options.settings.block_size,
         capacity_blocks=capacity,
         requests=len(records),
         query_tokens=query_tokens,
@@ -516,7 +513,7 @@ def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cu
         evicted_blocks=on_runs[0].evicted_blocks,
         peak_used_blocks=on_runs[0].peak_used_blocks,
         kv_bytes_per_token=kv_bytes,
-        kv_bytes_saved=peak_shared * arguments.block_size * kv_bytes,
+        kv_bytes_saved=peak_shared * options.settings.block_size * kv_bytes,
         peak_shared_blocks=peak_shared,
         prefill_kv_bytes_reused=hit_tokens * kv_bytes,
         prefill_tokens_saved=hit_tokens,
@@ -528,6 +525,6 @@ def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cu
         mode="engine",
         ttft_model=calibration.model,
         measurement=measurement,
-        per_request=outcomes if arguments.keep_requests else [],
+        per_request=outcomes if options.keep_requests else [],
     )
     return report, calibration

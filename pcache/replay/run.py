@@ -1,35 +1,33 @@
-"""`pcache replay` as one function: pick the driver for `arguments.mode`, return its report(s).
+"""`pcache replay` as one function: the driver of the options' mode, and its report(s).
 
 Drivers: `simulate` (`pcache.replay.simulate`, the block pool without a model), `engine`
 (`pcache.replay.engine_driver`, the built-in engine, cache on and off) and `endpoint`
-(`pcache.replay.endpoint_driver`, a live server over HTTP). A driver is a function
-(arguments, progress) -> ReplayResult; it reads the trace with `load_trace`, and a measuring
-driver fills `ReplayReport.measurement` or, for a live server, `ReplayReport.endpoint` (and can
-run the simulator beside it with `simulation_options`). A new driver is one more entry in
-`_DRIVERS`.
+(`pcache.replay.endpoint_driver`, a live server over HTTP). Each has its own options class
+(`pcache.replay.options`); a driver is a function (trace, options, progress) -> ReplayResult
+that reads the trace with `options.read_trace`, and a measuring driver fills
+`ReplayReport.measurement` or, for a live server, `ReplayReport.endpoint`. A new driver is
+its options class and one more entry in `_DRIVERS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pcache.cache.capacity import blocks_for_gigabytes, resolve_model
 from pcache.errors import UsageError
-from pcache.pipeline import Settings, validate_date
-from pcache.replay.arguments import DEVICES, ReplayArguments
+from pcache.pipeline import Settings
+from pcache.replay.endpoint_options import EndpointOptions
+from pcache.replay.engine_options import EngineOptions
+from pcache.replay.options import ReplayOptions, build_options
 from pcache.replay.report import MODES, ReplayReport
-from pcache.replay.simulate import (
-    MAX_CACHE_BLOCKS,
-    PROVIDER_POLICIES,
-    SimulationOptions,
-    simulate,
-    sweep_capacities,
-)
-from pcache.traces.readers import read_trace
-from pcache.traces.record import Trace
+from pcache.replay.simulate import MAX_CACHE_BLOCKS, SimulationOptions, simulate, sweep_capacities
+from pcache.replay.simulate_options import SimulateOptions
 
 Progress = Callable[[int], None] | None
+Trace = Any
+"""A trace file's path, or request bodies in arrival order."""
 
 
 @dataclass(slots=True)
@@ -48,113 +46,85 @@ class ReplayResult:
         return {"model": self.model, **self.reports[0].to_dict()}
 
 
-def run_replay(arguments: ReplayArguments, progress: Progress = None) -> ReplayResult:
-    """Replay `arguments.trace` with the driver `arguments.mode` names."""
-    driver = _DRIVERS.get(arguments.mode)
+def replay_options(mode: str = "simulate", base: ReplayOptions | None = None, **given: Any):
+    """The options of driver `mode` from loose values (`build_options`), over `base`'s."""
+    driver = _DRIVERS.get(mode)
     if driver is None:
-        raise UsageError(
-            f"replay mode must be one of {', '.join(_DRIVERS)}, got {arguments.mode!r}"
-        )
-    if arguments.device not in DEVICES:
-        raise UsageError(f"--engine must be cpu or gpu, got {arguments.device!r}")
-    return driver(arguments, progress)
+        raise UsageError(f"replay mode must be one of {', '.join(_DRIVERS)}, got {mode!r}")
+    drivers = [entry.options for entry in _DRIVERS.values()]
+    return build_options(driver.options, drivers, given, base)
 
 
-def trace_settings(arguments: ReplayArguments) -> Settings:
-    return Settings(
-        tokenizer=arguments.tokenizer,
-        block_size=arguments.block_size,
-        hash_algo=arguments.hash_algo,
-        cache_salt=arguments.cache_salt,
-        date=validate_date(arguments.date),
-    )
+def run_replay(trace: Trace, options: ReplayOptions, progress: Progress = None) -> ReplayResult:
+    """Replay `trace` with the driver whose options `options` are."""
+    driver = _DRIVERS.get(options.mode)
+    if driver is None or not isinstance(options, driver.options):
+        raise UsageError(f"not the options of a replay driver: {type(options).__name__}")
+    return driver.run(trace, options, progress)
 
 
-def load_trace(arguments: ReplayArguments, settings: Settings | None = None) -> Trace:
-    return read_trace(
-        arguments.trace,
-        trace_format=arguments.trace_format,
-        strict=arguments.strict,
-        settings=settings or trace_settings(arguments),
-        block_size=arguments.trace_block_size,
-    )
+def trace_settings(options: ReplayOptions) -> Settings:
+    return options.settings
 
 
-def simulation_options(arguments: ReplayArguments, kv_bytes_per_token: int) -> SimulationOptions:
-    return SimulationOptions(
-        policy=arguments.policy,
-        cache_blocks=arguments.cache_blocks,
-        block_size=arguments.block_size,
-        concurrency=arguments.concurrency,
-        decode_tokens_per_s=arguments.decode_rate,
-        ttft=arguments.ttft,
-        kv_bytes_per_token=kv_bytes_per_token,
-        hash_algo=arguments.hash_algo,
-    )
+def simulation_options(options: SimulateOptions, kv_bytes_per_token: int) -> SimulationOptions:
+    return options.simulation_options(kv_bytes_per_token)
 
 
-def _run_simulation(arguments: ReplayArguments, progress: Progress) -> ReplayResult:
-    if arguments.policy in PROVIDER_POLICIES and (
-        arguments.capacity_sweep or arguments.cache_blocks or arguments.cache_gb
-    ):
-        raise UsageError(
-            f"--policy {arguments.policy} models a hosted cache (TTL, no capacity);"
-            " --cache-blocks, --cache-gb and --capacity-sweep apply to vllm and radix"
-        )
-    shape = resolve_model(arguments.model)
-    if arguments.calibration is not None:
+def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) -> ReplayResult:
+    shape = resolve_model(options.model)
+    if options.calibration is not None:
         from pcache.replay.calibration import load_calibration
 
-        arguments = replace(arguments, ttft=load_calibration(arguments.calibration).model)
-    options = simulation_options(arguments, shape.kv_bytes_per_token)
-    trace = load_trace(arguments)
-    block_size = trace.block_size or arguments.block_size
-    if arguments.cache_gb is not None:
-        options = replace(
-            options,
-            cache_blocks=min(
-                max(blocks_for_gigabytes(arguments.cache_gb, shape, block_size), 1),
-                MAX_CACHE_BLOCKS,
-            ),
-        )
-    if arguments.capacity_sweep:
-        capacities = sweep_capacities(trace, options, arguments.sweep_points)
+        fitted = load_calibration(options.calibration).model
+        options = replace(options, calibration=None, ttft=fitted)
+    simulation = options.simulation_options(shape.kv_bytes_per_token)
+    loaded = options.read_trace(trace)
+    if options.limit is not None:
+        loaded = replace(loaded, records=loaded.records[: options.limit])
+    block_size = loaded.block_size or options.settings.block_size
+    if options.cache_gb is not None:
+        capacity = blocks_for_gigabytes(options.cache_gb, shape, block_size)
+        simulation = replace(simulation, cache_blocks=min(max(capacity, 1), MAX_CACHE_BLOCKS))
+    if options.capacity_sweep:
+        capacities = sweep_capacities(loaded, simulation, options.sweep_points)
         reports = [
-            simulate(trace, replace(options, cache_blocks=capacity), progress=progress)
+            simulate(loaded, replace(simulation, cache_blocks=capacity), progress=progress)
             for capacity in capacities
         ]
     else:
-        reports = [simulate(trace, options, progress, keep_requests=arguments.keep_requests)]
+        reports = [simulate(loaded, simulation, progress, keep_requests=options.keep_requests)]
     return ReplayResult(
-        reports, arguments.capacity_sweep, shape.name, trace.skipped, trace.reordered
+        reports, options.capacity_sweep, shape.name, loaded.skipped, loaded.reordered
     )
 
 
-def _run_engine(arguments: ReplayArguments, progress: Progress) -> ReplayResult:
-    if arguments.policy != "vllm":
-        raise UsageError("--engine replays with the engine's block pool: --policy vllm only")
-    if arguments.capacity_sweep:
-        raise UsageError("--capacity-sweep is a --simulate option")
-    if arguments.cache_gb is not None:
-        raise UsageError("--engine sizes its KV cache with --cache-blocks, not --cache-gb")
+def _run_engine(trace: Trace, options: EngineOptions, progress: Progress) -> ReplayResult:
     from pcache.replay.engine_driver import replay_engine
 
-    report, name, trace = replay_engine(arguments, progress)
-    return ReplayResult([report], False, name, trace.skipped, trace.reordered)
+    report, name, loaded = replay_engine(trace, options, progress)
+    return ReplayResult([report], False, name, loaded.skipped, loaded.reordered)
 
 
-def _run_endpoint(arguments: ReplayArguments, progress: Progress) -> ReplayResult:
-    from pcache.replay.endpoint_driver import replay_endpoint
+def _run_endpoint(trace: Trace, options: EndpointOptions, progress: Progress) -> ReplayResult:
+    from pcache.replay.endpoint_driver import replay_endpoint, served_model
 
-    assert arguments.endpoint is not None
-    trace = load_trace(arguments)
-    report = replay_endpoint(trace, arguments.endpoint)
-    return ReplayResult([report], False, arguments.endpoint.model, trace.skipped, trace.reordered)
+    if not options.model:
+        options = replace(options, model=served_model(options))
+    loaded = options.read_trace(trace)
+    report = replay_endpoint(loaded, options)
+    return ReplayResult([report], False, options.model, loaded.skipped, loaded.reordered)
 
 
-_DRIVERS: dict[str, Callable[[ReplayArguments, Progress], ReplayResult]] = {
-    "simulate": _run_simulation,
-    "engine": _run_engine,
-    "endpoint": _run_endpoint,
+@dataclass(frozen=True, slots=True)
+class _Driver:
+    options: type[ReplayOptions]
+    run: Callable[[Trace, Any, Progress], ReplayResult]
+
+
+_DRIVERS: dict[str, _Driver] = {
+    "simulate": _Driver(SimulateOptions, _run_simulation),
+    "engine": _Driver(EngineOptions, _run_engine),
+    "endpoint": _Driver(EndpointOptions, _run_endpoint),
 }
 assert set(_DRIVERS) <= set(MODES)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import cdiv
 from pcache.cache.profiles import load_profile
+from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
 from pcache.replay.policies import (
@@ -51,12 +52,12 @@ class SimulationOptions:
 
     policy: str = "vllm"
     cache_blocks: int | None = None
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     concurrency: str = "serial"
     decode_tokens_per_s: float = 50.0
     ttft: TtftModel = field(default_factory=TtftModel)
     kv_bytes_per_token: int = 131072
-    hash_algo: str = "pcache"
+    hash_algo: str = DEFAULT_HASH_ALGO
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:

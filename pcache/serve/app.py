@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.errors import EngineError
 from pcache.serve.disconnect import EventStream, unless_disconnected
 from pcache.serve.engine_loop import EngineLoop, Submission, TokenEvent
@@ -32,7 +33,7 @@ class ServeOptions:
     model: str = "tiny"
     served_model_name: str | None = None
     device: str = "cpu"
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_tokens: int | None = None
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192

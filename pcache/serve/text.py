@@ -1,56 +1,31 @@
-"""Text in and out of the served model: chat template, tokenizer, streamed detokenization.
+"""Text in and out of the served model: chat rendering, tokenizer, streamed detokenization.
 
-Chat requests are rendered with the model directory's own chat template (through pcache's
-Hugging Face renderer, the one `pcache diff` and `lint` use). A model without one (a preset,
-a directory without a template) gets the embedded ChatML template below. Text is encoded
-with the directory's tokenizer.json, else as pcache generate does (cl100k or UTF-8 bytes).
-A byte-level model (a preset of 512 ids) writes the ids above 255, which have no bytes, as
-`<|id|>`, so that every generated token is visible in the streamed text.
+The model's codec and chat renderer are `pcache.prompt.codec`'s: chat requests are rendered
+with the model directory's own chat template (pcache's Hugging Face renderer, the one `pcache
+diff` and `lint` use), and a model without one (a preset, a directory without a template) gets
+the plain ChatML layout; text is encoded with the directory's tokenizer.json, else as pcache
+generate does (cl100k or UTF-8 bytes). A byte-level model (a preset of 512 ids) writes the
+ids above 255, which have no bytes, as `<|id|>`, so that every generated token is visible in
+the streamed text.
 """
 
 from __future__ import annotations
 
 import codecs
-from pathlib import Path
 from typing import Any
-
-from pcache.errors import TokenizerError
-
-DEFAULT_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
-def _flat_content(message: dict[str, Any]) -> dict[str, Any]:
-    content = message.get("content")
-    if isinstance(content, list):
-        texts = [part.get("text", "") for part in content if isinstance(part, dict)]
-        content = "".join(text for text in texts if isinstance(text, str))
-    return {**message, "content": "" if content is None else content}
 
 
 class TextCodec:
     """Renders chat messages and encodes or decodes text for one model."""
 
     def __init__(self, model: str, vocab_size: int) -> None:
-        from pcache.engine.generate import PromptCodec
+        from pcache.prompt.codec import ChatMLRenderer, ModelCodec, chat_renderer
 
-        self.renderer = None
-        if (Path(model) / "tokenizer.json").is_file():
-            from pcache.prompt.hf_template import load_hf_renderer
-
-            try:
-                self.renderer = load_hf_renderer(model)
-            except TokenizerError as error:
-                if "no chat template" not in str(error):
-                    raise
-        self.codec = PromptCodec(model, vocab_size)
-        self._default_template = None
-        self.chat_template = "model" if self.renderer is not None else "default (ChatML)"
-        self.byte_level = self.codec.tokenizer is None and self.codec.encoding is None
+        self.codec = ModelCodec(model, vocab_size)
+        self.renderer = chat_renderer(model, self.codec)
+        own = not isinstance(self.renderer, ChatMLRenderer)
+        self.chat_template = "model" if own else "default (ChatML)"
+        self.byte_level = self.codec.byte_level
 
     def encode(self, text: str) -> list[int]:
         return self.codec.encode(text)
@@ -63,24 +38,13 @@ class TextCodec:
 
     def render_chat(self, messages: list[dict[str, Any]], tools: list[Any] | None) -> list[int]:
         """The prompt token ids of a chat request (generation prompt appended)."""
-        if self.renderer is not None:
-            from pcache.prompt.render import render
-            from pcache.prompt.request import request_from_document
+        from pcache.prompt.render import prompt_token_ids
+        from pcache.prompt.request import request_from_document
 
-            body: dict[str, Any] = {"messages": messages}
-            if tools:
-                body["tools"] = tools
-            request = request_from_document(body, "request")
-            return list(render(request, self.renderer).token_ids)
-        if self._default_template is None:
-            from pcache.prompt.chat_jinja import make_environment
-
-            self._default_template = make_environment().from_string(DEFAULT_CHAT_TEMPLATE)
-        text = self._default_template.render(
-            messages=[_flat_content(message) for message in messages],
-            add_generation_prompt=True,
-        )
-        return self.encode(text)
+        body: dict[str, Any] = {"messages": messages}
+        if tools:
+            body["tools"] = tools
+        return prompt_token_ids(request_from_document(body, "request"), self.renderer)
 
 
 class Detokenizer:

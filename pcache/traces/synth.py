@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.errors import UsageError
 from pcache.numbers import check_number
 
@@ -83,7 +84,7 @@ class SynthOptions:
     tools_len: int = 1024
     think_time_s: float = 10.0
     output: str = "requests"
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:

@@ -1,0 +1,22 @@
+"""The defaults and bounds that several commands share, each written once.
+
+A leaf module (it imports nothing), so `pcache --help` reads the defaults it shows without
+loading the code that uses them; the core modules import them from here too.
+"""
+
+from __future__ import annotations
+
+DEFAULT_TOKENIZER = "gpt-oss"
+"""The embedded default: the gpt-oss (harmony) chat format with tiktoken's o200k_harmony."""
+DEFAULT_BLOCK_SIZE = 16
+"""Tokens per KV block (vLLM's default)."""
+MAX_BLOCK_SIZE = 1 << 20
+"""Larger than any context window: a bigger block is a typo, and cost tables would allocate it."""
+DEFAULT_HASH_ALGO = "pcache"
+DEFAULT_DATE = "2026-01-01"
+"""The date written by templates that print one (`--date`); fixed so renders are reproducible."""
+DEFAULT_MODEL = "llama3-8b"
+"""The model whose KV size prices a simulated replay or a report when none is named."""
+PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic")
+"""The caches lint, diff and the report price findings for (`--profile`)."""
+DEFAULT_PROFILE = "vllm"
