@@ -103,6 +103,7 @@ def test_replay_of_bodies_in_memory_equals_the_replay_of_their_file():
 
 def test_the_api_names_stay_functions_after_their_modules_are_imported():
     import pcache.diff as diff_module
+
     import pcache.replay.run as run_module
 
     assert diff_module.common_prefix_length  # the module's own names are still there
