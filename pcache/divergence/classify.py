@@ -43,6 +43,9 @@ EXCERPT_AFTER = 48
 PER_USER_LIMIT = 400
 """A per-user value is a small part of a shared text (a name, a profile); a larger change is
 another prompt altogether."""
+PER_USER_SHARED_AFTER = 40
+"""Shared characters that must follow text inserted into a shared prompt for it to count as a
+per-user value (text added at the end is just a longer prompt)."""
 TEMPLATE_REACH = 400
 """Characters a template-written difference may take to realign."""
 
@@ -267,16 +270,16 @@ def _tool_list_change(a: Request, b: Request) -> tuple[str, str]:
     return "tool_set", "; ".join(parts) or "tool list changed"
 
 
-def _classify_tools(
-    a, b, a_text, char_a, b_text, char_b, index_a, index_b, same_conversation
-):
+def _classify_tools(a, b, a_text, char_a, b_text, char_b, index_a, index_b, same_conversation):
     names_a, names_b = tool_names(a), tool_names(b)
     if names_a != names_b:
         kind = _text_kind(a_text, char_a, b_text, char_b)
         if kind in ("clock", "random_id") and len(names_a) == len(names_b):
             return kind, "in a tool name", ("tools", "tools")
-        if not same_conversation and not set(names_a) & set(names_b):
-            return "content", "another tool set altogether", ("tools", "tools")
+        if not same_conversation and (
+            not set(names_a) & set(names_b) or prefix_messages(a) != prefix_messages(b)
+        ):
+            return "content", "another application's tools", ("tools", "tools")
         kind, detail = _tool_list_change(a, b)
         return kind, detail, ("tools", "tools")
     index = index_a if index_a is not None else index_b
@@ -349,6 +352,14 @@ def _classify_messages(
     return "history_edit", f"messages[{index}] ({ma.get('role')}) differs", unit
 
 
+def prefix_messages(request: Request) -> list[dict[str, Any]]:
+    """The system and developer messages ahead of the first turn."""
+    head = 0
+    while head < len(request.messages) and request.messages[head].get("role") in PREFIX_ROLES:
+        head += 1
+    return request.messages[:head]
+
+
 def _is_newest_turn(request: Request, index: int) -> bool:
     """Message `index` is the request's newest user turn (or after it)."""
     users = [i for i, m in enumerate(request.messages) if m.get("role") == "user"]
@@ -397,8 +408,8 @@ def _small_change(old: str, new: str) -> bool:
     end = 0
     while end < limit - start and old[-1 - end] == new[-1 - end]:
         end += 1
-    if start + end >= min(len(old), len(new)):
-        return False  # one text extends the other: an addition, not a value
+    if start + end >= min(len(old), len(new)) and end < PER_USER_SHARED_AFTER:
+        return False  # one text extends the other at its end: an addition, not a value
     changed = max(len(old), len(new)) - start - end
     return changed <= PER_USER_LIMIT and changed <= (start + end)
 

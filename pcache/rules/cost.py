@@ -210,6 +210,21 @@ def walk(
         divergence_at = result.match.length
         if divergence_at >= len(reference) or divergence_at >= len(result.tokens):
             break  # the earlier prompt ends here: what follows is this request's own
+        repeated = _repeated_change(holder, result.tokens, divergence_at) if fixed else None
+        if repeated is not None:  # the request repeats a change undone in the earlier one
+            candidate = [
+                *result.tokens[: repeated.start],
+                *reference[repeated.start : repeated.start + repeated.taken],
+                *result.tokens[repeated.start + repeated.dropped :],
+            ]
+            match = index.match(candidate, namespace)
+            reused = reusable(profile, match.length, len(candidate), size)
+            if (len(candidate) - reused) >= (len(result.tokens) - result.reused):
+                break
+            result.edits.append(repeated)
+            result.taken.append(tuple(reference[repeated.start : repeated.start + repeated.taken]))
+            result.tokens, result.match, result.reused = candidate, match, reused
+            continue
         at_request = to_original(result.edits, divergence_at)
         at_holder = to_original(holder.edits, divergence_at) if fixed else divergence_at
         if at_request is None or at_holder is None:
@@ -239,6 +254,20 @@ def walk(
         result.charges.append(Charge(divergence, rule, saved, holder, at_request))
         result.tokens, result.match, result.reused = candidate, match, reused
     return result
+
+
+def _repeated_change(holder: Earlier, tokens: Sequence[int], position: int) -> Edit | None:
+    """The holder's undone change that `position` falls in, when `tokens` hold there what the
+    holder sent before the change was undone (a later request repeating an earlier value)."""
+    for edit in holder.edits:
+        if edit.start <= position < edit.start + max(edit.taken, 1):
+            sent = holder.context.token_ids
+            start = to_original(holder.edits, edit.start)
+            assert start is not None
+            if tokens[edit.start : edit.start + edit.dropped] == sent[start : start + edit.dropped]:
+                return edit
+            return None
+    return None
 
 
 @dataclass(slots=True)

@@ -13,8 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from pcache.divergence.classify import RENDERED_PARAMETERS
-from pcache.divergence.history import PREFIX_ROLES
+from pcache.divergence.classify import RENDERED_PARAMETERS, prefix_messages
 from pcache.prompt.request import Request
 
 
@@ -129,11 +128,4 @@ def shares_prefix_part(a: Request, b: Request) -> bool:
         return False
     if any(a.raw.get(key) != b.raw.get(key) for key in RENDERED_PARAMETERS):
         return False
-    return _prefix_messages(a) == _prefix_messages(b)
-
-
-def _prefix_messages(request: Request) -> list[dict[str, Any]]:
-    head = 0
-    while head < len(request.messages) and request.messages[head]["role"] in PREFIX_ROLES:
-        head += 1
-    return request.messages[:head]
+    return prefix_messages(a) == prefix_messages(b)
