@@ -21,7 +21,7 @@ version is cached there. `Costs` keeps both caches and settles each request in t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pcache.cache.reuse import Match, PrefixIndex, reusable
@@ -99,6 +99,10 @@ class Edit:
     start: int
     taken: int
     dropped: int
+    rule: Rule | None = None
+    """The rule whose divergence this edit undid."""
+    origin: int | None = None
+    """The request (its number) whose finding undid it first."""
 
 
 def to_original(edits: Sequence[Edit], position: int) -> int | None:
@@ -249,7 +253,7 @@ def walk(
         shared_after = match.length - (divergence_at + taken)
         if shared_after <= 0 or not content(at_request, at_request + dropped + shared_after):
             break
-        result.edits.append(Edit(divergence_at, taken, dropped))
+        result.edits.append(Edit(divergence_at, taken, dropped, rule))
         result.taken.append(tuple(reference[divergence_at : divergence_at + taken]))
         result.charges.append(Charge(divergence, rule, saved, holder, at_request))
         result.tokens, result.match, result.reused = candidate, match, reused
@@ -282,6 +286,9 @@ class Settled:
     changed: bool
     rounded: int = 0
     """Shared tokens the granularity loses, for the rounding finding to take."""
+    credit: tuple[int, str, int] | None = None
+    """(earlier request, rule code, tokens) this request saves in the fixed log because of an
+    earlier request's fix: added to that finding."""
 
 
 class Costs:
@@ -294,6 +301,21 @@ class Costs:
         """The fixed log's cache; the same as `index` until a fix changes a request."""
         self.earlier: list[Earlier] = []
         self.namespaces: set[str | None] = set()
+        self.debts: dict[str, int] = {}
+        """Tokens the fixed log costs more than the log in some requests, by rule: taken off
+        the rule's next charges, so that a rule's total is what its fix saves in all."""
+
+    def _repay(self, charges: list[Charge]) -> list[Charge]:
+        kept = []
+        for charge in charges:
+            debt = self.debts.get(charge.rule.code, 0)
+            paid = min(debt, charge.tokens)
+            if paid:
+                self.debts[charge.rule.code] = debt - paid
+                charge.tokens -= paid
+            if charge.tokens > 0:
+                kept.append(charge)
+        return kept
 
     def match(self, current: RequestContext) -> Match:
         """The longest cached prefix of the request (before it is settled)."""
@@ -327,32 +349,75 @@ class Costs:
         )
         found = self.index.match(tokens, namespace) if actual.charges else actual.match
         reused = reusable(self.profile, found.length, len(tokens), size)
-        left = len(actual.tokens) - actual.reused
-        granular = max(min(actual.match.length, len(actual.tokens)) - actual.reused, 0)
-        unattributed = {"first_request": 0, "new_content": 0, "partial_blocks": 0}
+        fixed = self._fixed(current, actual, classify, content, reports)
+        lost = len(tokens) - reused
+        saved = min(lost, lost - (len(fixed.tokens) - fixed.reused))
+        if saved < 0:  # the fix moved block boundaries: this request pays a few tokens more
+            undone = [edit.rule for edit in fixed.edits if edit.rule is not None]
+            if undone:
+                self.debts[undone[0].code] = self.debts.get(undone[0].code, 0) - saved
+            saved = 0
+        carriers = fixed.charges or [c for c in actual.charges if reports(c.rule)]
+        charges = self._repay(distribute(saved, carriers))
+        credit = None
+        if saved and not carriers:  # better reuse thanks to an earlier request's fix
+            credit = self._credit(fixed, saved)
+            saved = credit[2] if credit else 0
+        charged = sum(charge.tokens for charge in charges) + (credit[2] if credit else 0)
+        unreported = sum(c.tokens for c in actual.charges if not reports(c.rule))
+        unreported = min(unreported, lost - charged)
+        left = lost - charged - unreported
+        granular = max(min(fixed.match.length, len(fixed.tokens)) - fixed.reused, 0)
+        granular = min(granular, left)
         first = namespace not in self.namespaces
+        unattributed = dict.fromkeys(("first_request", "new_content", "partial_blocks"), 0)
+        unattributed["unreported"] = unreported
+        rounded = 0
         if first:
             unattributed["first_request"] = left
         elif rounding:
             unattributed["new_content"] = left - granular
+            rounded = granular
         else:
             unattributed["partial_blocks"] = granular
             unattributed["new_content"] = left - granular
-        fixed = self._fixed(current, actual, classify, content, reports)
         number = self.index.insert(found)
         assert number == len(self.earlier)
-        self.earlier.append(Earlier(current, current.session, fixed.edits, None, fixed.taken))
+        edits = [
+            edit if edit.origin is not None or edit.rule is None else replace(edit, origin=number)
+            for edit in fixed.edits
+        ]
+        self.earlier.append(Earlier(current, current.session, edits, None, fixed.taken))
         self.namespaces.add(namespace)
-        rounded = granular if rounding and not first else 0
         return Settled(
             reused,
-            actual.charges,
+            charges,
             unattributed,
             len(fixed.tokens),
             fixed.reused,
             fixed.tokens is not tokens,
             rounded,
+            credit,
         )
+
+    def _credit(self, fixed: Walk, saved: int) -> tuple[int, str, int] | None:
+        """(request, rule code, tokens): the earlier finding whose fix gave this request the
+        better reuse it has in the fixed log (the request its fixed prefix was found in)."""
+        holder = fixed.match.holder
+        if holder is None or holder >= len(self.earlier):
+            return None
+        for edit in [*fixed.edits, *self.earlier[holder].edits]:
+            if edit.rule is not None and edit.origin is not None:
+                tokens = self._repay_tokens(edit.rule.code, saved)
+                return (edit.origin, edit.rule.code, tokens) if tokens else None
+        return None
+
+    def _repay_tokens(self, code: str, tokens: int) -> int:
+        debt = self.debts.get(code, 0)
+        paid = min(debt, tokens)
+        if paid:
+            self.debts[code] = debt - paid
+        return tokens - paid
 
     def _fixed(self, current, actual: Walk, classify: Classify, content, reports) -> Walk:
         """The request in the fixed log, replayed through the fixed log's cache."""
@@ -387,6 +452,23 @@ class Costs:
                 match = self.fixed_index.match(fixed.tokens, namespace)
             self.fixed_index.insert(match)
         return fixed
+
+
+def distribute(tokens: int, carriers: Sequence[Charge]) -> list[Charge]:
+    """`tokens` split over `carriers` in proportion to what undoing each saved (the first
+    takes the remainder): the charges of one request add up to what its fix saves."""
+    if not carriers or tokens <= 0:
+        return []
+    weights = [max(charge.tokens, 0) for charge in carriers]
+    total = sum(weights) or len(carriers)
+    weights = weights if sum(weights) else [1] * len(carriers)
+    shares = [tokens * weight // total for weight in weights]
+    shares[0] += tokens - sum(shares)
+    return [
+        Charge(c.divergence, c.rule, share, c.holder, c.position)
+        for c, share in zip(carriers, shares, strict=True)
+        if share > 0
+    ]
 
 
 def _always(rule: Rule) -> bool:

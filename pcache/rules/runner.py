@@ -242,6 +242,8 @@ class _Run:
         self.tracker = SessionTracker()
         self.app = AppState()
         self.costs = Costs(profile, options.block_size)
+        self.findings_of: dict[tuple[int, str], Diagnostic] = {}
+        """The divergence finding of each (request number, rule code), for later credits."""
         self.rendered_contexts: deque[RequestContext] = deque()
         self.diagnostics: list[Diagnostic] = []
         self.groups: dict[object, Diagnostic] = {}
@@ -371,6 +373,7 @@ class _Run:
         )
         summary = self.summary
         reported: set[str] = set()
+        number = len(self.costs.earlier) - 1
         for charge in settled.charges:
             if not self._reports(charge.rule):
                 summary.unattributed["unreported"] += charge.tokens
@@ -378,7 +381,16 @@ class _Run:
             diagnostic = self._report_divergence(charge, current, previous)
             diagnostic.tokens_reprefilled += charge.tokens
             self.totals[diagnostic.code].tokens_reprefilled += charge.tokens
+            self.findings_of.setdefault((number, charge.rule.code), diagnostic)
             reported.add(charge.rule.code)
+        if settled.credit is not None:
+            origin, code, tokens = settled.credit
+            credited = self.findings_of.get((origin, code))
+            if credited is not None:
+                credited.tokens_reprefilled += tokens
+                self.totals[code].tokens_reprefilled += tokens
+            else:
+                summary.unattributed["new_content"] += tokens
         rounded = settled.rounded
         for rule, violation in wanted:
             if rule.code in reported:
@@ -500,7 +512,26 @@ class _Run:
     def _total(self, rule: Rule) -> RuleTotal:
         return self.totals.setdefault(rule.code, RuleTotal(rule.code, rule.name))
 
+    def _settle_debts(self) -> None:
+        """What the fixed log costs more in some requests (block boundaries moved by a fix) is
+        taken off the rule's findings, largest first: a rule's total is what its fix saves."""
+        for code, debt in self.costs.debts.items():
+            findings = sorted(
+                (d for d in self.diagnostics if d.code == code and d.tokens_reprefilled),
+                key=lambda d: -d.tokens_reprefilled,
+            )
+            for diagnostic in findings:
+                paid = min(debt, diagnostic.tokens_reprefilled)
+                diagnostic.tokens_reprefilled -= paid
+                self.totals[code].tokens_reprefilled -= paid
+                self.summary.unattributed["partial_blocks"] += paid
+                debt -= paid
+                if not debt:
+                    break
+        self.costs.debts.clear()
+
     def finish(self) -> LintReport:
+        self._settle_debts()
         self.summary.rules = [self.totals[code] for code in sorted(self.totals)]
         self.summary.stage_seconds = {k: round(v, 3) for k, v in self.seconds.items()}
         self.diagnostics.sort(key=Diagnostic.sort_key)

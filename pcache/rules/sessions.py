@@ -13,6 +13,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from pcache.divergence.classify import RENDERED_PARAMETERS, prefix_messages
 from pcache.prompt.request import Request
 
@@ -124,8 +126,12 @@ def shares_prefix_part(a: Request, b: Request) -> bool:
     """Whether two requests send the same shared part (tools, the system and developer messages
     ahead of the first turn, the parameters a template renders): then where their prompts part,
     each conversation's own messages begin."""
-    if a.tools != b.tools or a.cache_salt != b.cache_salt:
-        return False
+    if a.cache_salt != b.cache_salt or _exact(a.tools) != _exact(b.tools):
+        return False  # compared as sent: the same schema in another key order is a change
     if any(a.raw.get(key) != b.raw.get(key) for key in RENDERED_PARAMETERS):
         return False
-    return prefix_messages(a) == prefix_messages(b)
+    return _exact(prefix_messages(a)) == _exact(prefix_messages(b))
+
+
+def _exact(value: Any) -> bytes:
+    return orjson.dumps(value)
