@@ -4,10 +4,17 @@ linted with the embedded gpt-oss renderer and with a real Hugging Face template 
     python bench/bench_lint.py                        # 10,000 requests, gpt-oss + Llama 3.1
     python bench/bench_lint.py --requests 2000 --repeat 5
     python bench/bench_lint.py --kvlint /path/to/kvlint   # also kvlint on the same log + model
+    python bench/bench_lint.py --against /tmp/old --shape single   # vs another tree, alternately
 
 The Hugging Face model is the Llama 3.1 fixture dir (its tokenizer converted from Meta's
 tiktoken file, its chat template TRL's copy of the original; built offline from pinned wheels
 by tests/fixtures/build_tokenizers.py), or any dir given with `--hf-model`.
+
+Two shapes of log: `sessions` (the default: conversations of 4-16 turns, every request
+repeating its history) and `single` (single-turn requests sharing one system prompt, each with
+its own user turn, so most text is unique). With `--against DIR` (another checkout, e.g.
+`git archive OLD | tar -x -C DIR`) each round also runs that tree's `pcache lint` on the same
+log right after this one's, and the ratios (this / that) are taken within each round.
 
 Each round runs, in this order and each in a fresh process: `pcache lint LOG --format json` for
 every tokenizer under `/usr/bin/time -v` (wall time, user + system CPU time, peak RSS), the same
@@ -91,6 +98,24 @@ def system_prompt(rng: random.Random, target_words: int = 1370) -> str:
     return " ".join(parts)
 
 
+def generate_single(path: Path, num_requests: int, seed: int = 7) -> None:
+    """Single-turn requests: one shared system prompt and tools, a unique ~500-word user turn."""
+    rng = random.Random(seed)
+    system = system_prompt(rng)
+    with path.open("w") as out:
+        for number in range(num_requests):
+            line = {
+                "request_id": f"r{number}",
+                "session_id": f"s{number}",
+                "model": "gpt-oss-120b",
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": f"{number}: " + sentence(rng, 400)},
+                ],
+            }
+            out.write(json.dumps(line) + "\n")
+
+
 def generate(path: Path, num_requests: int, seed: int = 7) -> None:
     """Sessions of 4-16 requests; each request repeats its session's history and adds a turn.
 
@@ -138,15 +163,15 @@ def generate(path: Path, num_requests: int, seed: int = 7) -> None:
                 messages.append({"role": "assistant", "content": sentence(rng, per_turn // 2)})
 
 
-def timed(command: list[str]) -> tuple[float, float, float, str]:
+def timed(command: list[str], root: Path = ROOT) -> tuple[float, float, float, str]:
     """Wall seconds, CPU seconds (user + system), peak RSS (MiB) and stdout of a command run
-    under /usr/bin/time -v."""
+    under /usr/bin/time -v (in the checkout `root`)."""
     result = subprocess.run(
         ["/usr/bin/time", "-v", *command],
         capture_output=True,
         text=True,
-        cwd=ROOT,
-        env=ENVIRONMENT,
+        cwd=root,
+        env={**ENVIRONMENT, "PYTHONPATH": str(root)},
     )
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
@@ -162,9 +187,9 @@ def timed(command: list[str]) -> tuple[float, float, float, str]:
     return seconds, cpu, float(rss.group(1)) / 1024, result.stdout
 
 
-def pcache_cli(log: Path, tokenizer: str) -> dict:
+def pcache_cli(log: Path, tokenizer: str, root: Path = ROOT) -> dict:
     command = [sys.executable, "-m", "pcache", "lint", str(log), "--tokenizer", tokenizer]
-    wall, cpu, rss, stdout = timed([*command, "--format", "json", "--exit-zero"])
+    wall, cpu, rss, stdout = timed([*command, "--format", "json", "--exit-zero"], root)
     summary = json.loads(stdout)["summary"]
     return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "summary": summary}
 
@@ -233,6 +258,8 @@ def main() -> None:
     parser.add_argument("--hf-model", help="a Hugging Face model dir (default: Llama 3.1 fixture)")
     parser.add_argument("--kvlint", help="a kvlint executable, run on the same log and model")
     parser.add_argument("--keep", help="write the generated log here instead of a temp folder")
+    parser.add_argument("--shape", choices=("sessions", "single"), default="sessions")
+    parser.add_argument("--against", help="another checkout whose pcache lint runs alternately")
     parser.add_argument("--stages-of", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", default="gpt-oss", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -249,7 +276,7 @@ def main() -> None:
     print(f"before: {conditions()}")
     with tempfile.TemporaryDirectory() as folder:
         log = Path(args.keep) if args.keep else Path(folder) / "bench.jsonl"
-        generate(log, args.requests)
+        (generate_single if args.shape == "single" else generate)(log, args.requests)
         print(f"log: {args.requests} requests, {log.stat().st_size / 2**20:.0f} MiB; {hf_model}")
         rounds: list[dict] = []
         for number in range(args.repeat):
@@ -257,6 +284,8 @@ def main() -> None:
             for label, tokenizer in tokenizers.items():
                 row[label] = pcache_cli(log, tokenizer)
                 row[label]["stages"] = pcache_stages(log, tokenizer)
+                if args.against:
+                    row[f"{label} against"] = pcache_cli(log, tokenizer, Path(args.against))
             if args.kvlint:
                 row["kvlint"] = kvlint_cli(args.kvlint, log, hf_model, Path(folder) / "kv.json")
             rounds.append(row)
@@ -282,6 +311,16 @@ def main() -> None:
         )
         print(f"    stages (s): {json.dumps(stages)}")
         print(f"    segment cache: {json.dumps(runs[0]['stages']['segment_cache'])}")
+    if args.against:
+        print(f"  against {args.against} (this tree / that one, within each round):")
+        for label in tokenizers:
+            other = [row[f"{label} against"] for row in rounds]
+            for measure in ("wall_s", "cpu_s", "rss_mib"):
+                ratios = [row[label][measure] / row[f"{label} against"][measure] for row in rounds]
+                print(
+                    f"    {label} {measure}: that {spread([r[measure] for r in other], 1)},"
+                    f" ratio {spread(ratios, 3)}"
+                )
     if args.kvlint:
         runs = [row["kvlint"] for row in rounds]
         print(

@@ -111,6 +111,7 @@ def lint(
     from dataclasses import replace
     from pathlib import Path
 
+    from pcache.defaults import PROFILE_NAMES
     from pcache.errors import UsageError
     from pcache.pipeline import validate_date
     from pcache.prompt.inputs import is_path, values_from
@@ -142,10 +143,9 @@ def lint(
         fix=fix,
         template_chosen=bool(tokenizer or settings.tokenizer),
     )
-    if options.profile not in ("vllm", "sglang", "openai", "anthropic"):
-        raise UsageError(
-            f"--profile must be vllm, sglang, openai or anthropic, got {options.profile!r}"
-        )
+    if options.profile not in PROFILE_NAMES:
+        names = f"{', '.join(PROFILE_NAMES[:-1])} or {PROFILE_NAMES[-1]}"
+        raise UsageError(f"--profile must be {names}, got {options.profile!r}")
     if not paths:
         if since is not None or fix:
             raise UsageError("--diff and --fix apply to files, not to requests in memory")

@@ -17,6 +17,7 @@ from pcache.cache.capacity import resolve_model
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import reusable
+from pcache.defaults import PROFILE_NAMES
 from pcache.errors import InputError, UsageError
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings
@@ -32,7 +33,7 @@ from pcache.traces.record import Trace
 if TYPE_CHECKING:
     from pcache.replay.calibration import Calibration
 
-PROFILES = ("vllm", "sglang", "openai", "anthropic")
+PROFILES = PROFILE_NAMES
 HASH_FORMATS = ("mooncake", "bailian")
 
 

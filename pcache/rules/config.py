@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pcache.defaults import PROFILE_NAMES
 from pcache.errors import ConfigError, InputError
 from pcache.files import read_text
 from pcache.rules.selection import SelectionInput
 
-PROFILES = ("vllm", "sglang", "openai", "anthropic")
+PROFILES = PROFILE_NAMES
 """The caches `lint` prices findings for (`--profile` and `profile`)."""
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "profile", "tokenizer"}
 

@@ -21,7 +21,7 @@ from pcache.prompt.provenance import DeferredSpans, message_index
 from pcache.prompt.render import render
 from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_OPENAI, Request
-from pcache.prompt.tokenizer import DEFAULT_DATE, Renderer, RenderOptions
+from pcache.prompt.tokenizer import DEFAULT_DATE, Renderer, RenderOptions, SegmentRenderer
 
 CONTENT_ROLES = ("system", "developer")
 
@@ -93,7 +93,7 @@ class RequestContext:
             return self._rendered.token_ids
         if self._token_ids is None:
             renderer = self.settings.renderer
-            if not self.is_chat or not hasattr(renderer, "encode_segments"):
+            if not self.is_chat or not isinstance(renderer, SegmentRenderer):
                 return self.rendered.token_ids
             self._text = renderer.render_text_deferred(self.request, self.settings.options())
             self._token_ids, self._segments = renderer.encode_segments(self._text[0])
@@ -127,7 +127,7 @@ class RequestContext:
             truncated = dataclasses.replace(self.request, messages=self.request.messages[:count])
             options = self.settings.options(add_generation_prompt)
             renderer = self.settings.renderer
-            if hasattr(renderer, "encode_segments"):
+            if isinstance(renderer, SegmentRenderer):
                 try:
                     text, _ = renderer.render_text_deferred(truncated, options)
                 except TokenizerError:  # e.g. Llama 3.1 puts tools into the first user message

@@ -1,7 +1,9 @@
 r"""## What it does
-Finds clock values (time of day, "today is ...", ISO date-times) in the part of a request that
-every request sends again: system and developer messages and tool definitions. Across two
-requests of a session, a date or time that changes in the same place is reported as an error.
+Reported where a request's cached prefix (the longest prefix it shares with any earlier request,
+whatever its session or user) ends at a clock value that changed: an ISO date-time, a time of
+day, an HTTP date, an epoch, a date, "3 minutes ago". One request alone: a time of day in the
+system or developer prompt or the tools is a warning, since it breaks the prefix as soon as the
+clock moves.
 
 ## Why is this bad?
 A cache reuses only an exact token prefix. A timestamp near the top of the system prompt changes

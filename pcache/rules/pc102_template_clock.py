@@ -49,7 +49,7 @@ from datetime import date, datetime, timedelta, timezone
 
 from pcache.prefix import common_prefix_length
 from pcache.prompt.render import render
-from pcache.prompt.tokenizer import RenderOptions
+from pcache.prompt.tokenizer import RenderOptions, WrappingRenderer
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 
@@ -88,7 +88,9 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     if dated is False:
         from pcache.prompt.hf_template import template_calls_clock
 
-        renderer = getattr(current.settings.renderer, "inner", current.settings.renderer)
+        renderer = current.settings.renderer
+        if isinstance(renderer, WrappingRenderer):
+            renderer = renderer.inner
         dated = ctx.app.cache[("PC102", name)] = template_calls_clock(renderer, current.request)
     if not dated:
         return

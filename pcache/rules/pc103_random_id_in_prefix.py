@@ -1,7 +1,8 @@
 r"""## What it does
-Finds random-looking identifiers (UUIDs, ULIDs, long hex strings, `req_`/`trace_`/`session_`
-ids) in the system prompt, developer messages and tool definitions. When the same place holds a
-different identifier in the next request of the session, it is reported as an error.
+Reported where a request's cached prefix (the longest prefix it shares with any earlier request,
+whatever its session or user) ends at an identifier that changed: a UUID, a ULID, a trace id,
+a nonce, a prefixed request or session id. One request alone: a random-looking id in the part
+every request repeats is a hint.
 
 ## Why is this bad?
 An identifier that is drawn per request makes every request's prefix unique from that point on,

@@ -1,7 +1,9 @@
 r"""## What it does
-Compares the system prompt and tool definitions of sessions that belong to different users (or
-different sessions without a user). When the same place holds a different value (a name, an
-email address, a path, a memory) and the rest is shared, the per-user part is reported.
+Reported where a session's request parts from an earlier session's request inside the shared
+part (system or developer prompt, tools) at a small value (a name, an email address, a path, a
+profile, a memory) and what follows it in the rendered prompt (the rest of the prompt, the
+tools, the conversation) would otherwise be shared. Clocks, ids, whitespace and reordered
+examples have their own rules.
 
 ## Why is this bad?
 Everything after the first per-user character is unique to that user, so the long shared part

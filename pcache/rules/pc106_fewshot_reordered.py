@@ -1,8 +1,7 @@
 r"""## What it does
-Splits the system prompt into paragraphs (blank-line separated) and compares them with the
-previous request of the session (or, for a session's first request, the latest other session).
-Reported: the same paragraphs in another order, or a rotating subset of example paragraphs
-(paragraphs that start like `Example`, `Q:`, `Input:` or `User:`) around a stable rest.
+Reported where a request's cached prefix ends in the system prompt because its paragraphs
+changed order, or a rotating subset of example paragraphs (`Example`, `Q:`, `Input:`, `User:`,
+with or without a heading line right above them) was drawn around a stable rest.
 
 ## Why is this bad?
 Examples sit early in the prompt. Shuffling or resampling them changes the prefix from the first

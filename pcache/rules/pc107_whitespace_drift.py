@@ -1,7 +1,6 @@
 r"""## What it does
-Compares the system prompt, tool descriptions and history messages of consecutive requests in a
-session. Reports a place whose text differs only in whitespace or Unicode form: CRLF versus LF,
-trailing spaces, a trailing newline, NFC versus NFD.
+Reported where a request's cached prefix ends at text that differs from the earlier request only
+in whitespace, line endings or Unicode normalization (system prompt, tools or history).
 
 ## Why is this bad?
 The difference is invisible, but a tokenizer sees it: the tokens change from that character on

@@ -1,7 +1,7 @@
 r"""## What it does
-Checks the JSON schemas of tool definitions. Across requests, the same tool whose schema parses
-equal but is serialized with its keys in another order is an error. In one request, a schema
-whose keys are not in sorted order is a hint (fixable with `--fix`).
+Reported where a request's cached prefix ends inside a tool schema that holds the same value
+serialized with another key order. One request alone: schema keys that are not sorted are a
+hint (fixable with `--fix`).
 
 ## Why is this bad?
 Tool schemas are rendered near the very start of the prompt. Go and Swift maps, and JSON

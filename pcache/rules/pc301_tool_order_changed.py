@@ -1,7 +1,7 @@
 r"""## What it does
-Compares the tools array of consecutive requests of a session, and of different sessions of the
-app. The same tool names in a different order is an error. In one request, tools that are not
-sorted by name are a hint (fixable with `--fix`).
+Reported where a request's cached prefix ends in the tools because the same tools are sent in
+another order than in the earlier request (of the session or of another session of the app).
+One request alone: tools not sorted by name are a hint (fixable with `--fix`).
 
 ## Why is this bad?
 Tools are rendered first. MCP `tools/list`, hash maps and reconnects return tools in a varying

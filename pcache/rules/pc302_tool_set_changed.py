@@ -1,6 +1,7 @@
 r"""## What it does
-Compares the tool names of consecutive requests of a session. Tools added or removed between two
-requests (a per-request tool selection, tools promoted mid-session) are reported.
+Reported where a request's cached prefix ends in the tools because tools were added or removed
+since the earlier request (of the session, or of another session sending the same system
+prompt).
 
 ## Why is this bad?
 The tools array is rendered ahead of the system prompt and the history. Any change to it changes

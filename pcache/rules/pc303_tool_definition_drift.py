@@ -1,7 +1,7 @@
 r"""## What it does
-Compares each tool's definition (description and parameter schema, key order aside) with the
-same tool, by name, in the previous request of the session. A definition whose content changed
-is reported: a templated description, a count or a date inside it, a regenerated enum.
+Reported where a request's cached prefix ends inside a tool definition (its description or
+parameters) that changed since the earlier request, when the change is not a clock, an id or
+whitespace.
 
 ## Why is this bad?
 Tool definitions sit at the start of the prompt. A changed description changes every token

@@ -1,10 +1,7 @@
 r"""## What it does
-Checks that each request of a session repeats the previous request's messages unchanged before
-adding new ones. An earlier message that was edited, deleted, inserted or moved is reported with
-the kind of change. Whitespace, tool-call ids, argument serialization and dropped reasoning have
-their own rules (PC107, PC304, PC202, PC404); a dropped head is PC402; a
-summary or a clipped output PC403; moved system messages PC406; re-serialized tool results
-PC203/PC204.
+Reported where a request's cached prefix ends at an earlier message of its conversation that
+was edited, deleted, inserted or reordered since the earlier request. Replacing the newest user
+turn (a retry) is not an edit.
 
 ## Why is this bad?
 The cache holds the previous conversation as a token prefix. Changing message k re-prefills

@@ -1,6 +1,6 @@
 r"""## What it does
-Detects a history window that slides: the oldest messages after the system prompt are dropped so
-that the rest moves up, request after request.
+Reported where a request's cached prefix ends because the oldest messages of the conversation
+were dropped (the history window slid).
 
 ## Why is this bad?
 Dropping the head changes the token right after the system prompt, so the whole conversation is

@@ -1,8 +1,7 @@
 r"""## What it does
-Compares the history of consecutive requests of a session and reports two ways of shrinking it:
-compaction (several earlier messages replaced by one, typically a summary) and clipping (an
-earlier message, typically a tool output, shortened in place). The message says how many
-messages were collapsed.
+Reported where a request's cached prefix ends because earlier messages were compacted (several
+replaced by one, typically a summary) or clipped (a message, typically a tool output, shortened
+in place).
 
 ## Why is this bad?
 Everything after the first compacted or clipped message is prefilled again. Done once in a long

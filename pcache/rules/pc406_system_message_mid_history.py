@@ -1,7 +1,7 @@
 r"""## What it does
-Compares the history of consecutive requests of a session. Reports system or developer messages
-placed after the first turn that were moved, replaced or removed since the previous request
-(a per-turn reminder re-injected before the newest user message), when nothing else changed.
+Reported where a request's cached prefix ends because a system or developer message after the
+first turn was moved, replaced or removed (a per-turn reminder re-injected before the newest
+user message).
 
 ## Why is this bad?
 The injected message sits in the middle of the conversation. Moving or rewriting it each turn

@@ -41,7 +41,7 @@ from collections.abc import Iterator
 
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.sessions import continues
+from pcache.rules.sessions import continues, distinct_conversations
 from pcache.rules.slots import openai_applies, raw_path
 
 RULE = Rule(
@@ -71,6 +71,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     else:  # a key per request also splits the conversation into one session per key
         for head in ctx.app.other_heads(ctx.current.session)[:8]:
             other = head.context.request
+            if distinct_conversations(other, request):
+                continue  # explicit ids say so: another customer asking the same
             if _key(other) not in (None, key) and continues(other, request):
                 old_key = _key(other)
                 break

@@ -108,7 +108,7 @@ class LintSummary:
     requests_changed_if_fixed: int = 0
     profile: str = ""
     tokenizer: str = ""
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     rules: list[RuleTotal] = field(default_factory=list)
     fixed_files: list[str] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)

@@ -122,6 +122,15 @@ class SessionTracker:
         return f"{scope}#{self.count}"
 
 
+def distinct_conversations(a: Request, b: Request) -> bool:
+    """Explicit ids say the two requests belong to different conversations: different
+    `session_id`s (sidecar or metadata), or different `user`s."""
+    if a.session_id is not None and b.session_id is not None and a.session_id != b.session_id:
+        return True
+    users = a.raw.get("user"), b.raw.get("user")
+    return all(isinstance(u, str) and u for u in users) and users[0] != users[1]
+
+
 def shares_prefix_part(a: Request, b: Request) -> bool:
     """Whether two requests send the same shared part (tools, the system and developer messages
     ahead of the first turn, the parameters a template renders): then where their prompts part,
