@@ -106,7 +106,8 @@ def test_reserialized_arguments(cli, tmp_path, base, tokenizer):
         dict(reversed(list(call.items())))
     )
     data = run_diff(cli, tmp_path, left, right, tokenizer)
-    assert data["cause"]["kind"] == "key_order"
+    assert data["cause"]["kind"] == "arguments_reserialized"
+    assert data["cause"]["rule"]["code"] == "PC202"
     assert "arguments" in (data["cause"]["a_path"] or "")
 
 
@@ -128,7 +129,7 @@ def test_identical(cli, tmp_path, base, tokenizer):
 
 
 @pytest.mark.parametrize("tokenizer", RENDERERS)
-def test_arguments_respaced_is_whitespace(cli, tmp_path, base, tokenizer):
+def test_arguments_respaced_are_reserialized_arguments(cli, tmp_path, base, tokenizer):
     left, right = copy.deepcopy(base), copy.deepcopy(base)
     call = {"order_id": "48213", "fields": ["status", "eta"]}
     left["messages"][2]["tool_calls"][0]["function"]["arguments"] = json.dumps(call)
@@ -139,4 +140,4 @@ def test_arguments_respaced_is_whitespace(cli, tmp_path, base, tokenizer):
     if tokenizer == "o200k_base":  # the plain layout re-dumps parsed arguments
         assert data["identical"]
     else:  # harmony replays the client's argument string, spacing included
-        assert data["cause"]["kind"] == "whitespace"
+        assert data["cause"]["kind"] == "arguments_reserialized"

@@ -59,13 +59,10 @@ class Comparison:
 
 
 def same_conversation(a: Request, b: Request) -> bool:
-    """Whether B continues A's conversation, decided as `pcache lint` groups sessions."""
-    from pcache.rules.sessions import SessionTracker
+    """Whether B continues A's conversation (`pcache.rules.sessions.pair_continues`)."""
+    from pcache.rules.sessions import pair_continues
 
-    tracker = SessionTracker()
-    first = tracker.assign(a).session
-    tracker.record(first, a, None)
-    return tracker.assign(b).session == first
+    return pair_continues(a, b)
 
 
 def rule_of(kind: str) -> dict[str, str] | None:

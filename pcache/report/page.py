@@ -100,7 +100,7 @@ def _figures(report: Report) -> list[Figure]:
         data = summary.as_dict()
         if "unattributed_tokens" in data:  # re-prefilled tokens no finding explains
             unattributed = data["unattributed_tokens"]
-            parts = data.get("unattributed_by_request", {})
+            parts = data.get("unattributed_by_reason", {})
             note = ", ".join(f"{count:,} {kind.replace('_', ' ')}" for kind, count in parts.items())
             figures.append(
                 Figure(

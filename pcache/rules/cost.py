@@ -263,10 +263,10 @@ def walk(
 def _repeated_change(holder: Earlier, tokens: Sequence[int], position: int) -> Edit | None:
     """The holder's undone change that `position` falls in, when `tokens` hold there what the
     holder sent before the change was undone (a later request repeating an earlier value)."""
-    for edit in holder.edits:
+    for number, edit in enumerate(holder.edits):
         if edit.start <= position < edit.start + max(edit.taken, 1):
             sent = holder.context.token_ids
-            start = to_original(holder.edits, edit.start)
+            start = to_original(holder.edits[:number], edit.start)
             assert start is not None
             if tokens[edit.start : edit.start + edit.dropped] == sent[start : start + edit.dropped]:
                 return edit

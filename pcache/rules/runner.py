@@ -140,7 +140,7 @@ class LintSummary:
             "reprefilled_tokens": self.reprefilled_tokens,
             "attributed_tokens": sum(t.tokens_reprefilled for t in self.rules),
             "unattributed_tokens": self.unattributed_tokens,
-            "unattributed_by_request": dict(self.unattributed),
+            "unattributed_by_reason": dict(self.unattributed),
             "cacheable_ratio": round(self.cacheable_ratio, 6),
             "if_fixed": {
                 "assumes": IF_FIXED_ASSUMES,

@@ -16,12 +16,17 @@ from typing import Any
 import orjson
 
 from pcache.divergence.classify import RENDERED_PARAMETERS, prefix_messages
+from pcache.divergence.history import normalize_whitespace
 from pcache.prompt.request import Request
 
 
 def message_key(message: dict[str, Any]) -> str:
+    """A message as a later request of its conversation repeats it: whitespace, number
+    formatting and JSON spacing do not make it another message."""
     content = message.get("content")
-    text = content if isinstance(content, str) else repr(content)
+    text = " ".join(normalize_whitespace(content).split()) if isinstance(content, str) else ""
+    if not isinstance(content, str):
+        text = repr(content)
     return hashlib.blake2b(f"{message['role']}\0{text}".encode(), digest_size=12).hexdigest()
 
 
@@ -120,6 +125,28 @@ class SessionTracker:
     def _new(self, scope: str) -> str:
         self.count += 1
         return f"{scope}#{self.count}"
+
+
+def pair_continues(a: Request, b: Request) -> bool:
+    """Whether B, shown beside A (`pcache diff A B`), carries on A's conversation: explicit ids
+    decide when both have them; otherwise B continues A as the session grouping judges it, or
+    starts with A's first turn (a later or an edited version of the same conversation)."""
+    if distinct_conversations(a, b):
+        return False
+    if a.session_id is not None and a.session_id == b.session_id:
+        return True
+    tracker = SessionTracker()
+    first = tracker.assign(a).session
+    tracker.record(first, a, None)
+    if tracker.assign(b).session == first:
+        return True
+    if _first_turn(a) is not None and _first_turn(a) == _first_turn(b):
+        return True
+    users = [message for message in a.messages if message["role"] == "user"]
+    if len(users) < 2:
+        return False  # a first question alone does not tell two conversations apart
+    anchor = message_key(users[-1])
+    return any(message_key(message) == anchor for message in b.messages)
 
 
 def distinct_conversations(a: Request, b: Request) -> bool:

@@ -388,7 +388,7 @@ def test_one_request_alone_reuses_nothing_fixed_or_not(cli):
     summary = json.loads(result.stdout)["summary"]
     assert summary["reusable_tokens"] == summary["if_fixed"]["reusable_tokens"] == 0
     assert all(f["tokens_reprefilled"] == 0 for f in findings(result))
-    assert summary["unattributed_by_request"]["session_start"] == summary["prompt_tokens"]
+    assert summary["unattributed_by_reason"]["first_request"] == summary["prompt_tokens"]
 
 
 def test_lint_reuses_what_replay_simulate_reuses(cli):
