@@ -99,7 +99,7 @@ def replay_engine(arguments: ReplayArguments, progress=None) -> tuple[ReplayRepo
     from pcache.engine.engine import Engine
     from pcache.engine.kv_cache import dtype_bytes, plan_num_blocks
     from pcache.engine.loader import resolve_model_config
-    from pcache.replay.run import load_trace, trace_settings
+    from pcache.replay.driver_inputs import load_trace, trace_settings
 
     model_config, directory = resolve_model_config(arguments.model)
     settings = trace_settings(arguments)
@@ -382,7 +382,7 @@ def _run_stats(runs: list[Run], records: list[TraceRecord]) -> RunStats:
 
 
 def _report(arguments, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cut, described):
-    from pcache.replay.run import simulation_options
+    from pcache.replay.driver_inputs import simulation_options
     from pcache.replay.simulate import simulate
 
     records = tokens.records

@@ -5,8 +5,9 @@ Drivers: `simulate` (`pcache.replay.simulate`, the block pool without a model), 
 (`pcache.replay.endpoint_driver`, a live server over HTTP). A driver is a function
 (arguments, progress) -> ReplayResult; it reads the trace with `load_trace`, and a measuring
 driver fills `ReplayReport.measurement` or, for a live server, `ReplayReport.endpoint` (and can
-run the simulator beside it with `simulation_options`). A new driver is one more entry in
-`_DRIVERS`.
+run the simulator beside it with `simulation_options`); both are in
+`pcache.replay.driver_inputs`, which the drivers import instead of this module. A new driver is
+one more entry in `_DRIVERS`.
 """
 
 from __future__ import annotations
@@ -16,18 +17,12 @@ from dataclasses import dataclass, field, replace
 
 from pcache.cache.capacity import blocks_for_gigabytes, resolve_model
 from pcache.errors import UsageError
-from pcache.pipeline import Settings, validate_date
 from pcache.replay.arguments import DEVICES, ReplayArguments
+from pcache.replay.driver_inputs import load_trace, simulation_options, trace_settings
 from pcache.replay.report import MODES, ReplayReport
-from pcache.replay.simulate import (
-    MAX_CACHE_BLOCKS,
-    PROVIDER_POLICIES,
-    SimulationOptions,
-    simulate,
-    sweep_capacities,
-)
-from pcache.traces.readers import read_trace
-from pcache.traces.record import Trace
+from pcache.replay.simulate import MAX_CACHE_BLOCKS, PROVIDER_POLICIES, simulate, sweep_capacities
+
+__all__ = ["ReplayResult", "load_trace", "run_replay", "simulation_options", "trace_settings"]
 
 Progress = Callable[[int], None] | None
 
@@ -58,39 +53,6 @@ def run_replay(arguments: ReplayArguments, progress: Progress = None) -> ReplayR
     if arguments.device not in DEVICES:
         raise UsageError(f"--engine must be cpu or gpu, got {arguments.device!r}")
     return driver(arguments, progress)
-
-
-def trace_settings(arguments: ReplayArguments) -> Settings:
-    return Settings(
-        tokenizer=arguments.tokenizer,
-        block_size=arguments.block_size,
-        hash_algo=arguments.hash_algo,
-        cache_salt=arguments.cache_salt,
-        date=validate_date(arguments.date),
-    )
-
-
-def load_trace(arguments: ReplayArguments, settings: Settings | None = None) -> Trace:
-    return read_trace(
-        arguments.trace,
-        trace_format=arguments.trace_format,
-        strict=arguments.strict,
-        settings=settings or trace_settings(arguments),
-        block_size=arguments.trace_block_size,
-    )
-
-
-def simulation_options(arguments: ReplayArguments, kv_bytes_per_token: int) -> SimulationOptions:
-    return SimulationOptions(
-        policy=arguments.policy,
-        cache_blocks=arguments.cache_blocks,
-        block_size=arguments.block_size,
-        concurrency=arguments.concurrency,
-        decode_tokens_per_s=arguments.decode_rate,
-        ttft=arguments.ttft,
-        kv_bytes_per_token=kv_bytes_per_token,
-        hash_algo=arguments.hash_algo,
-    )
 
 
 def _run_simulation(arguments: ReplayArguments, progress: Progress) -> ReplayResult:
