@@ -87,13 +87,6 @@ def iter_requests(path: str | os.PathLike[str]) -> Iterator[Request]:
         yield request_of(document)
 
 
-def load_request(path: str | os.PathLike[str]) -> Request:
-    """The single request in a file (a JSONL file must hold exactly one line here)."""
-    from pcache.prompt.inputs import one_request
-
-    return one_request(path)
-
-
 def hash_reports(items: Any, settings: Settings) -> Iterator[BlockHashReport]:
     """The block hashes of every request in `items` (paths, bodies, SDK objects), streamed."""
     from pcache.prompt.inputs import iter_requests as requests_in

@@ -5,15 +5,14 @@ Mirrors the fields of vLLM 0.33's `Request` that prefix caching reads: `request_
 (chained hashes of the full blocks, extended as output tokens are appended), `cache_salt` and
 `skip_reading_prefix_cache`.
 
-Two ways to build one: `CacheRequest.from_tokens(...)` hashes real token ids through
-`pcache.cache.hashing.block_hashes`; `CacheRequest.from_block_hashes(...)` takes the block ids
-of a hash-id trace (Mooncake, Bailian) when the tokens themselves are unknown.
+`CacheRequest.from_tokens(...)` hashes real token ids through `pcache.cache.hashing.block_hashes`
+(hash-id traces, whose tokens are unknown, go to the pool directly: `VllmPolicy`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from pcache.cache.hashing import HashSettings, block_hashes
 
@@ -31,7 +30,6 @@ class CacheRequest:
     cache_salt: str | None = None
     skip_reading_prefix_cache: bool = False
     num_output_tokens: int = 0
-    _hash_parent: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def from_tokens(
@@ -57,12 +55,6 @@ class CacheRequest:
         )
         request.update_block_hashes()
         return request
-
-    @classmethod
-    def from_block_hashes(
-        cls, request_id: str, hashes: Sequence[Hashable], num_prompt_tokens: int
-    ) -> CacheRequest:
-        return cls(request_id, num_prompt_tokens, list(hashes))
 
     @property
     def num_tokens(self) -> int:

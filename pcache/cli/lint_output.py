@@ -1,4 +1,5 @@
-"""Rendering of lint results: full, concise, json, github, sarif (the only printing of `lint`)."""
+"""Rendering of lint results: full and concise here, json, github and sarif from
+`pcache.lint_formats` (the only printing of `lint`)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,8 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-import orjson
-
-from pcache import __version__
+from pcache import lint_formats
 from pcache.cli.console import stderr, stdout, write_json
-
-INFORMATION_URI = "https://github.com/pcache/pcache"
-SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
-GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
-
-
-def _json(data: object) -> None:
-    write_json(orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2))
 
 
 @contextlib.contextmanager
@@ -45,7 +35,7 @@ def print_rules(format: str) -> None:
 
     rules = [module.RULE for module in REGISTRY]
     if format == "json":
-        _json([_rule_dict(rule) for rule in rules])
+        write_json(lint_formats.rules_json(rules))
         return
     for rule in rules:
         fix = " [fix]" if rule.fix_availability != "none" else ""
@@ -62,20 +52,9 @@ def print_rules(format: str) -> None:
     )
 
 
-def _rule_dict(rule) -> dict[str, object]:
-    return {
-        "code": rule.code,
-        "name": rule.name,
-        "severity": rule.severity,
-        "summary": rule.summary,
-        "fix_availability": rule.fix_availability,
-        "default": rule.default,
-    }
-
-
 def print_explanation(rule, text: str, format: str) -> None:
     if format == "json":
-        _json({**_rule_dict(rule), "explanation": text})
+        write_json(lint_formats.explanation_json(rule, text))
         return
     stdout.print(f"# {rule.name} ({rule.code})\n", markup=False)
     default = "yes" if rule.default else f"no (opt-in: --extend-select {rule.code})"
@@ -91,9 +70,9 @@ def print_report(report, format: str) -> None:
     {
         "full": _full,
         "concise": _concise,
-        "json": _json_report,
+        "json": lambda report: write_json(lint_formats.report_json(report)),
         "github": _github,
-        "sarif": _sarif,
+        "sarif": lambda report: write_json(lint_formats.report_sarif(report)),
     }[format](report)
 
 
@@ -197,113 +176,6 @@ def _footer(report, brief: bool) -> None:
     )
 
 
-def _json_report(report) -> None:
-    _json(
-        {
-            "findings": [d.as_dict() for d in report.diagnostics],
-            "summary": report.summary.as_dict(),
-        }
-    )
-
-
-def _escape_github(text: str, property: bool = False) -> str:
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    if property:
-        text = text.replace(":", "%3A").replace(",", "%2C")
-    return text
-
-
 def _github(report) -> None:
-    for d in report.diagnostics:
-        level = GITHUB_LEVEL[d.severity]
-        title = _escape_github(f"pcache ({d.code})", property=True)
-        file = _escape_github(d.file, property=True)
-        message = _escape_github(f"{d.code} {d.name}: {d.message} [{d.json_path}]")
-        sys.stdout.write(
-            f"::{level} title={title},file={file},line={d.line},col={d.column}::{message}\n"
-        )
+    sys.stdout.write(lint_formats.github_annotations(report))
     sys.stdout.flush()
-
-
-def artifact_uri(path: str) -> str:
-    """A file's SARIF `uri` (RFC 3986, as SARIF 2.1.0 requires): a relative path becomes a
-    percent-encoded relative reference, an absolute path a `file:` URI."""
-    from pathlib import PurePosixPath, PureWindowsPath
-    from urllib.parse import quote
-
-    if PureWindowsPath(path).is_absolute() and not PurePosixPath(path).is_absolute():
-        return PureWindowsPath(path).as_uri()
-    import os
-
-    posix = path.replace(os.sep, "/")
-    if posix.startswith("/"):
-        return "file://" + quote(posix, safe="/")
-    return quote(posix, safe="/")  # ':' is encoded too: a first segment is never a scheme
-
-
-def sarif_document(report) -> dict[str, object]:
-    from pcache.rules import RULES, documentation
-
-    used = sorted({d.code for d in report.diagnostics} | {c for c in RULES if c != "PC000"})
-    index = {code: position for position, code in enumerate(used)}
-    rules = []
-    for code in used:
-        rule = RULES[code]
-        rules.append(
-            {
-                "id": code,
-                "name": rule.name,
-                "shortDescription": {"text": rule.summary},
-                "fullDescription": {"text": rule.summary},
-                "help": {"text": documentation(code)},
-                "defaultConfiguration": {"level": SARIF_LEVEL[rule.severity]},
-                "properties": {"tags": ["prompt-caching"]},
-            }
-        )
-    results = []
-    for d in report.diagnostics:
-        result = {
-            "ruleId": d.code,
-            "ruleIndex": index[d.code],
-            "level": SARIF_LEVEL[d.severity],
-            "message": {"text": d.message},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": artifact_uri(d.file)},
-                        "region": {"startLine": d.line, "startColumn": d.column},
-                    },
-                    "logicalLocations": [
-                        {"fullyQualifiedName": d.json_path or d.request, "kind": "member"}
-                    ],
-                }
-            ],
-            "properties": {
-                "request": d.request,
-                "json_path": d.json_path,
-                "token_position": d.token_position,
-                "tokens_reprefilled": d.tokens_reprefilled,
-            },
-        }
-        results.append(result)
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "pcache",
-                        "version": __version__,
-                        "informationUri": INFORMATION_URI,
-                        "rules": rules,
-                    }
-                },
-                "results": results,
-            }
-        ],
-    }
-
-
-def _sarif(report) -> None:
-    _json(sarif_document(report))

@@ -81,84 +81,83 @@ NoServerMetricsOpt = Annotated[
 ]
 
 
-def write_per_request(path: str, data: dict) -> None:
+def write_per_request(path: str, report) -> None:
     """One JSON line per request of the measured pass, written atomically."""
     from pcache.files import write_atomically
 
-    keys = ("ttfts", "first_chunk_times", "e2els", "input_lens", "output_lens")
-    rows = []
-    for index in range(data["num_prompts"]):
-        row = {"request": index, **{key.removesuffix("s"): data[key][index] for key in keys}}
-        row["itls"] = data["itls"][index]
-        row["cached_tokens"] = data["cached_tokens"][index]
-        row["predicted_cached_tokens"] = data["predicted_cached_tokens"][index]
-        row["error"] = data["errors"][index]
-        rows.append(orjson.dumps(row, option=orjson.OPT_SORT_KEYS) + b"\n")
-    write_atomically(path, rows)
+    rows = report.endpoint.request_rows()
+    write_atomically(path, [orjson.dumps(row, option=orjson.OPT_SORT_KEYS) + b"\n" for row in rows])
 
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def render(data: dict, format: str) -> None:
+LATENCY_LABELS = {
+    "ttft": "TTFT (first content)",
+    "first_chunk": "first chunk",
+    "tpot": "TPOT",
+    "itl": "ITL",
+    "e2el": "end-to-end",
+}
+
+
+def render(result, format: str) -> None:
+    """`result`: the endpoint replay's `ReplayResult`; text from its report's fields."""
     from rich.markup import escape
     from rich.table import Table
 
     from pcache.cli.console import stdout, warning, write_json
 
     if format == "json":
+        data = result.to_dict()
         write_json(orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY))
         return
-    done, total = data["completed"], data["num_prompts"]
-    head = f"[bold]{escape(data['endpoint'])}[/] ({data['server_kind'] or 'unknown server'})"
-    stdout.print(f"{head}, model {escape(data['model_id'])}, {data['backend']} API")
+    measurement = result.reports[0].endpoint
+    measured, totals = measurement.measured, measurement.totals()
+    head = (
+        f"[bold]{escape(measurement.endpoint)}[/] ({measurement.server_kind or 'unknown server'})"
+    )
+    stdout.print(f"{head}, model {escape(measurement.model_id)}, {measurement.backend} API")
     stdout.print(
-        f"{done} of {total} requests completed in {data['duration']:.2f} s"
-        f" (max concurrency {data['max_concurrency'] or 'unlimited'}, peak"
-        f" {data['max_concurrent_requests']}; arrivals: {data['request_rate']})"
-        + (" [bold red]interrupted[/]" if data["interrupted"] else "")
+        f"{totals.completed} of {measurement.num_prompts} requests completed in"
+        f" {round(measured.duration, 6):.2f} s (max concurrency"
+        f" {measurement.max_concurrency or 'unlimited'}, peak"
+        f" {measured.max_concurrent_requests}; arrivals: {measurement.request_rate_label})"
+        + (" [bold red]interrupted[/]" if measured.interrupted else "")
     )
     table = Table(box=None, pad_edge=False)
     table.add_column("ms")
     for name in ("mean", "p50", "p90", "p95", "p99"):
         table.add_column(name, justify="right")
-    labels = {
-        "ttft": "TTFT (first content)",
-        "first_chunk": "first chunk",
-        "tpot": "TPOT",
-        "itl": "ITL",
-        "e2el": "end-to-end",
-    }
-    for key, label in labels.items():
-        row = [data[f"mean_{key}_ms"]] + [data[f"p{p}_{key}_ms"] for p in (50, 90, 95, 99)]
+    latencies = measured.latencies()
+    for name, label in LATENCY_LABELS.items():
+        latency = latencies[name]
+        row = [latency.mean, latency.p50, latency.p90, latency.p95, latency.p99]
         table.add_row(label, *map(_ms, row))
     stdout.print(table)
     stdout.print(
-        f"throughput: {data['request_throughput'] or 0:.2f} requests/s,"
-        f" {data['output_throughput'] or 0:,.1f} output tokens/s"
+        f"throughput: {totals.request_throughput or 0:.2f} requests/s,"
+        f" {totals.output_throughput or 0:,.1f} output tokens/s"
     )
-    predicted = data["total_predicted_cached_tokens"]
-    if data["total_cached_tokens"] is None:
-        why = "no request completed" if not done else "not reported by the server"
+    predicted = totals.predicted_cached_tokens
+    if totals.cached_tokens is None:
+        why = "no request completed" if not totals.completed else "not reported by the server"
         stdout.print(
             f"cached tokens: {why}; predicted {predicted:,}"
-            f" of {sum(data['input_lens']):,} prompt tokens"
+            f" of {sum(measurement.input_lens):,} prompt tokens"
         )
-        if data["cached_tokens_hint"]:
-            warning(f"the server reports no cached tokens: {data['cached_tokens_hint']}")
+        if measurement.cached_tokens_hint:
+            warning(f"the server reports no cached tokens: {measurement.cached_tokens_hint}")
     else:
-        verdict = (
-            "match"
-            if data["cached_tokens_match"]
-            else (f"differ in {len(data['mismatched_requests'])} requests")
-        )
+        mismatched = measurement.mismatched_requests()
+        verdict = "match" if totals.cached_tokens_match else f"differ in {len(mismatched)} requests"
         stdout.print(
-            f"cached tokens: server {data['total_cached_tokens']:,}, predicted {predicted:,}"
-            f" of {data['total_input_tokens']:,} prompt tokens ({verdict})"
+            f"cached tokens: server {totals.cached_tokens:,}, predicted {predicted:,}"
+            f" of {totals.input_tokens:,} prompt tokens ({verdict})"
         )
-    stdout.print(f"  prediction: {escape(data['prediction_assumptions'])}", style="dim")
-    metrics = data["server_metrics"]
+    stdout.print(f"  prediction: {escape(measurement.prediction_assumptions)}", style="dim")
+    metrics = measurement.server_metrics
     if metrics is not None:
         delta, client = metrics["delta"], metrics["client"]
         parts = [f"{key} +{value:,.0f}" for key, value in sorted(delta.items())]
@@ -168,24 +167,24 @@ def render(data: dict, format: str) -> None:
             f"  client totals: prompt_tokens {client['prompt_tokens']:,}, cached_tokens"
             f" {'unknown' if cached is None else f'{cached:,}'}"
         )
-    elif data["server_metrics_note"]:
-        stdout.print(f"server /metrics: {escape(data['server_metrics_note'])}", style="dim")
-    comparison = data["compare_cache"]
+    elif measurement.server_metrics_note:
+        stdout.print(f"server /metrics: {escape(measurement.server_metrics_note)}", style="dim")
+    comparison = measurement.compare_cache
     if comparison is not None:
-        on, off = comparison["cache_on"], comparison["cache_off"]
-        speedup = comparison["speedup_median_ttft"]
+        on, off = comparison.cache_on, comparison.cache_off
+        speedup = comparison.speedup_median_ttft
         stdout.print(
-            f"cache comparison ({comparison['strategy']}): TTFT p50 {_ms(off['p50_ttft_ms'])}"
+            f"cache comparison ({comparison.strategy}): TTFT p50 {_ms(off['p50_ttft_ms'])}"
             f" ms off → {_ms(on['p50_ttft_ms'])} ms on"
             + (f" ({speedup:.2f}×)" if speedup else "")
             + f", p90 {_ms(off['p90_ttft_ms'])} → {_ms(on['p90_ttft_ms'])} ms"
         )
-        stdout.print(f"  {escape(comparison['note'])}", style="dim")
-    failures = data["failures"]
-    if failures["count"]:
-        codes = ", ".join(f"{code}: {count}" for code, count in failures["status_codes"].items())
-        warning(f"{failures['count']} requests failed ({codes}); first: {failures['first_error']}")
-    for note in data["notes"]:
+        stdout.print(f"  {escape(comparison.note)}", style="dim")
+    failures = measured.failures()
+    if failures.count:
+        codes = ", ".join(f"{code}: {count}" for code, count in failures.status_codes.items())
+        warning(f"{failures.count} requests failed ({codes}); first: {failures.first_error}")
+    for note in measurement.notes:
         warning(note)
 
 
@@ -202,11 +201,12 @@ def run(trace: str, options, output: str | None, format: str) -> None:
         warning(f"skipped {message}")
     if len(result.skipped) > 5:
         warning(f"... {len(result.skipped) - 5} more malformed lines skipped")
-    data = result.to_dict()
+    report = result.reports[0]
     if output is not None:
-        write_per_request(output, data)
-    render(data, format)
-    if data["interrupted"]:
+        write_per_request(output, report)
+    render(result, format)
+    measurement = report.endpoint
+    if measurement.measured.interrupted:
         raise typer.Exit(130)
-    if data["num_prompts"] and not data["completed"]:
+    if measurement.num_prompts and not measurement.totals().completed:
         raise typer.Exit(1)  # nothing was measured

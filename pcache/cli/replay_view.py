@@ -49,63 +49,25 @@ def write_per_request(path: str, report: ReplayReport) -> None:
 
 
 def plot_sweep(path: str, reports: list[ReplayReport]) -> None:
-    """Token hit rate and saved prefill tokens against cache size (PNG)."""
-    import matplotlib
+    """The sweep's chart (PNG)."""
+    from pcache.replay.plots import sweep_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    capacities = [report.capacity_blocks or 0 for report in reports]
-    figure, left = plt.subplots(figsize=(7, 4))
-    left.plot(capacities, [r.token_hit_rate for r in reports], marker="o", color="tab:blue")
-    left.set_xlabel(f"cache size (blocks of {reports[0].block_size} tokens)")
-    left.set_ylabel("token hit rate", color="tab:blue")
-    left.set_ylim(0, 1)
-    right = left.twinx()
-    right.plot(
-        capacities, [r.prefill_tokens_saved for r in reports], marker="s", color="tab:orange"
-    )
-    right.set_ylabel("prefill tokens saved", color="tab:orange")
-    left.set_title(f"{reports[0].source}: {reports[0].policy}, {reports[0].concurrency}")
-    figure.tight_layout()
-    _save(figure, path)
+    _write(path, sweep_png(reports))
 
 
 def plot_ttft_cdfs(path: str, report: ReplayReport) -> None:
-    """Measured TTFT CDFs, cache on and cache off, of an engine replay (PNG)."""
-    import matplotlib
+    """An engine replay's TTFT CDFs, cache on and off (PNG)."""
+    from pcache.replay.plots import ttft_cdfs_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
-    for label, values, color in (
-        ("cache on", [r.ttft_ms for r in report.per_request], "tab:blue"),
-        ("cache off", [r.ttft_uncached_ms for r in report.per_request], "tab:orange"),
-    ):
-        ordered = sorted(values)
-        fractions = [(rank + 1) / len(ordered) for rank in range(len(ordered))]
-        axes.step(ordered, fractions, where="post", label=label, color=color)
-    axes.set_xlabel("TTFT (ms)")
-    axes.set_ylabel("fraction of requests")
-    axes.set_ylim(0, 1)
-    axes.legend()
-    measurement = report.measurement
-    title = report.source if measurement is None else f"{report.source}: {measurement.model}"
-    axes.set_title(f"{title}, {report.concurrency}")
-    figure.tight_layout()
-    _save(figure, path)
+    _write(path, ttft_cdfs_png(report))
 
 
-def _save(figure, path: str) -> None:
-    import matplotlib.pyplot as plt
-
+def _write(path: str, data: bytes) -> None:
     try:
-        figure.savefig(path, dpi=110)
+        with open(path, "wb") as file:
+            file.write(data)
     except OSError as failure:
         raise InputError(path, f"cannot write: {failure.strerror or failure}") from None
-    finally:
-        plt.close(figure)
 
 
 def render(result: ReplayResult, format: str) -> None:

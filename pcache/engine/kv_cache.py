@@ -97,7 +97,3 @@ def allocate_kv_cache(
         )
         for _ in range(model.num_layers)
     ]
-
-
-def slot_of(block_ids: list[int], position: int, block_size: int) -> int:
-    return block_ids[position // block_size] * block_size + position % block_size

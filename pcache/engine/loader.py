@@ -140,16 +140,3 @@ def _copy_shard(model, parameter, name, shard, tensor, where: str) -> None:
             f"{where} has shape {tuple(tensor.shape)}, the config says {tuple(target.shape)}"
         )
     target.copy_(tensor)
-
-
-def load_model(
-    model: str, dtype: torch.dtype, device: torch.device, max_positions: int, seed: int = 0
-) -> CausalLM:
-    """A ready model: random weights for a preset, checkpoint weights for a directory."""
-    config, directory = resolve_model_config(model)
-    network = build_model(config, dtype, device, max_positions)
-    if directory is None:
-        random_init(network, seed)
-    else:
-        load_checkpoint(network, directory)
-    return network

@@ -29,16 +29,56 @@ PREDICTED_FIELDS = (
 METRICS = ("ttft", "first_chunk", "tpot", "itl", "e2el")
 
 
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """One metric over the requests, in milliseconds (None when nothing was measured)."""
+
+    mean: float | None = None
+    median: float | None = None
+    std: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+    @classmethod
+    def of(cls, values_s: list[float]) -> Latency:
+        data = np.asarray(values_s, dtype=float) * 1000.0
+        if data.size == 0:
+            return cls()
+        values = [data.mean(), np.median(data), data.std()]
+        values += [np.percentile(data, p) for p in PERCENTILES]
+        return cls(*(round(float(value), 3) for value in values))
+
+    def as_dict(self, name: str) -> dict[str, float | None]:
+        """With vllm bench serve's keys: `mean_{name}_ms`, ..., `p99_{name}_ms`."""
+        keys = [f"mean_{name}_ms", f"median_{name}_ms", f"std_{name}_ms"]
+        keys += [f"p{p}_{name}_ms" for p in PERCENTILES]
+        values = [self.mean, self.median, self.std, self.p50, self.p90, self.p95, self.p99]
+        return dict(zip(keys, values, strict=True))
+
+
 def summary(name: str, values_s: list[float]) -> dict[str, float | None]:
     """mean/median/std/p50.../p99 of `name` in milliseconds (None when nothing was measured)."""
-    data = np.asarray(values_s, dtype=float) * 1000.0
-    keys = [f"mean_{name}_ms", f"median_{name}_ms", f"std_{name}_ms"]
-    keys += [f"p{p}_{name}_ms" for p in PERCENTILES]
-    if data.size == 0:
-        return dict.fromkeys(keys)
-    values = [data.mean(), np.median(data), data.std()]
-    values += [np.percentile(data, p) for p in PERCENTILES]
-    return {key: round(float(value), 3) for key, value in zip(keys, values, strict=True)}
+    return Latency.of(values_s).as_dict(name)
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """The measured pass summed over its requests."""
+
+    completed: int
+    failed: int
+    input_tokens: int
+    output_tokens: int
+    request_throughput: float | None
+    output_throughput: float | None
+    total_token_throughput: float | None
+    cached_tokens: int | None
+    """What the server reported, None when it reported nothing."""
+    predicted_cached_tokens: int
+    cached_tokens_match: bool | None
+    """None when the server reported no cached tokens."""
 
 
 @dataclass(slots=True)
@@ -71,6 +111,13 @@ class PassResult:
         )
 
     def latency_summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, latency in self.latencies().items():
+            out.update(latency.as_dict(name))
+        return out
+
+    def latencies(self) -> dict[str, Latency]:
+        """Each of `METRICS` over the completed requests."""
         done = self.completed
         tpots = [
             (t.latency_s - t.ttft_s) / (t.completion_tokens - 1)
@@ -84,10 +131,7 @@ class PassResult:
             "itl": [gap for t in done for gap in t.itl_s],
             "e2el": [t.latency_s for t in done if t.latency_s is not None],
         }
-        out: dict[str, Any] = {}
-        for name in METRICS:
-            out.update(summary(name, values[name]))
-        return out
+        return {name: Latency.of(values[name]) for name in METRICS}
 
 
 @dataclass(slots=True)
@@ -144,58 +188,105 @@ class EndpointMeasurement:
             if seen is not None and seen != predicted
         ]
 
+    def output_lens(self) -> list[int | None]:
+        return [t.completion_tokens if t.ok else None for t in self.measured.timings]
+
+    def totals(self) -> Totals:
+        measured = self.measured
+        done = measured.completed
+        total_out = sum(value or 0 for value in self.output_lens())
+        total_in = sum(self.input_lens[t.index] for t in done)
+        duration = measured.duration
+        known = [value for value in self.cached_tokens() if value is not None]
+        return Totals(
+            completed=len(done),
+            failed=self.num_prompts - len(done),
+            input_tokens=total_in,
+            output_tokens=total_out,
+            request_throughput=round(len(done) / duration, 6) if duration else None,
+            output_throughput=round(total_out / duration, 6) if duration else None,
+            total_token_throughput=round((total_in + total_out) / duration, 6)
+            if duration
+            else None,
+            cached_tokens=sum(known) if known else None,
+            predicted_cached_tokens=sum(self.predicted_cached_tokens),
+            cached_tokens_match=(not self.mismatched_requests()) if known else None,
+        )
+
+    def request_rows(self) -> list[dict[str, Any]]:
+        """One row per request of the measured pass (`replay --endpoint -o FILE`)."""
+        timings = self.measured.timings
+        output_lens, cached = self.output_lens(), self.cached_tokens()
+        rows = []
+        for index in range(self.num_prompts):
+            timing = timings[index]
+            ok = timing.ok
+            rows.append(
+                {
+                    "request": index,
+                    "ttft": timing.ttft_s if ok else None,
+                    "first_chunk_time": timing.first_chunk_s if ok else None,
+                    "e2el": timing.latency_s if ok else None,
+                    "input_len": self.input_lens[index],
+                    "output_len": output_lens[index],
+                    "itls": timing.itl_s,
+                    "cached_tokens": cached[index],
+                    "predicted_cached_tokens": self.predicted_cached_tokens[index],
+                    "error": timing.error,
+                }
+            )
+        return rows
+
+    @property
+    def request_rate_label(self) -> float | str:
+        return _rate(self.request_rate)
+
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         measured = self.measured
-        done = measured.completed
-        output_lens = [t.completion_tokens if t.ok else None for t in measured.timings]
-        total_out = sum(value or 0 for value in output_lens)
-        total_in = sum(self.input_lens[t.index] for t in done)
         duration = measured.duration
         cached = self.cached_tokens()
-        known = [value for value in cached if value is not None]
+        totals = self.totals()
         data: dict[str, Any] = {
             "backend": self.backend,
             "endpoint": self.endpoint,
             "model_id": self.model_id,
             "server_kind": self.server_kind,
             "num_prompts": self.num_prompts,
-            "completed": len(done),
-            "failed": self.num_prompts - len(done),
+            "completed": totals.completed,
+            "failed": totals.failed,
             "interrupted": measured.interrupted,
             "duration": round(duration, 6),
             "max_concurrency": self.max_concurrency,
-            "request_rate": _rate(self.request_rate),
+            "request_rate": self.request_rate_label,
             "burstiness": self.burstiness,
             "time_scale": self.time_scale,
             "max_concurrent_requests": measured.max_concurrent_requests,
-            "total_input_tokens": total_in,
-            "total_output_tokens": total_out,
-            "request_throughput": round(len(done) / duration, 6) if duration else None,
-            "output_throughput": round(total_out / duration, 6) if duration else None,
-            "total_token_throughput": round((total_in + total_out) / duration, 6)
-            if duration
-            else None,
+            "total_input_tokens": totals.input_tokens,
+            "total_output_tokens": totals.output_tokens,
+            "request_throughput": totals.request_throughput,
+            "output_throughput": totals.output_throughput,
+            "total_token_throughput": totals.total_token_throughput,
             **measured.latency_summary(),
             "ttfts": [t.ttft_s if t.ok else None for t in measured.timings],
             "first_chunk_times": [t.first_chunk_s if t.ok else None for t in measured.timings],
             "itls": [t.itl_s for t in measured.timings],
             "e2els": [t.latency_s if t.ok else None for t in measured.timings],
             "input_lens": self.input_lens,
-            "output_lens": output_lens,
+            "output_lens": self.output_lens(),
             "errors": [t.error for t in measured.timings],
             "retries": sum(t.retries for t in measured.timings),
             "failures": asdict(measured.failures()),
             "cached_tokens": cached,
             "cached_tokens_field": self.cached_tokens_field,
             "cached_tokens_hint": self.cached_tokens_hint,
-            "total_cached_tokens": sum(known) if known else None,
+            "total_cached_tokens": totals.cached_tokens,
             "predicted_cached_tokens": self.predicted_cached_tokens,
-            "total_predicted_cached_tokens": sum(self.predicted_cached_tokens),
+            "total_predicted_cached_tokens": totals.predicted_cached_tokens,
             "prediction_assumptions": self.prediction_assumptions,
             "predicted_fields": PREDICTED_FIELDS,
-            "cached_tokens_match": (not self.mismatched_requests()) if known else None,
+            "cached_tokens_match": totals.cached_tokens_match,
             "mismatched_requests": self.mismatched_requests(),
             "server_metrics": self.server_metrics,
             "server_metrics_note": self.server_metrics_note,

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from pcache.cache.reuse import PrefixIndex
 from pcache.errors import EngineError, UsageError
 from pcache.replay.calibration import fit_ttft_model, save_calibration
 from pcache.replay.engine_options import EngineOptions
@@ -186,21 +187,18 @@ def _import_torch():
 
 
 def _footprint_blocks(records: list[TraceRecord], block_size: int) -> int:
-    """Blocks a pool needs to never evict: every distinct full prompt block, and for each
-    request the blocks its output fills plus its partial prompt block (an upper bound)."""
-    distinct: set[int] = set()
-    total = 0
+    """Blocks a pool needs to never evict: every distinct full prompt block (the full blocks of
+    each prompt that the reuse index finds in no earlier prompt of its cache salt), and for
+    each request the blocks its output fills plus its partial prompt block (an upper bound)."""
+    index = PrefixIndex(block_size)
+    distinct = total = 0
     for record in records:
         assert record.token_ids is not None
-        parent = hash(record.cache_salt)
         full = len(record.token_ids) // block_size
-        for index in range(full):
-            parent = hash(
-                (parent, *record.token_ids[index * block_size : (index + 1) * block_size])
-            )
-            distinct.add(parent)
+        shared = index.observe(record.token_ids, record.cache_salt)
+        distinct += full - min(shared // block_size, full)
         total += -(-(record.output_length + block_size) // block_size)
-    return len(distinct) + total
+    return distinct + total
 
 
 def _fresh_pool(engine) -> None:

@@ -1,7 +1,8 @@
 """The page's charts, drawn by matplotlib as inline SVG (text kept as text, no fonts embedded).
 
 Each function returns the markup of one `<svg>` that scales to its container; the page puts
-the same figures in a table beside each chart.
+the same figures in a table beside each chart. `capacity_figure` and `ttft_figure` are two of
+those charts as figures, and `png` renders one as PNG (`pcache replay --plot`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,20 @@ def capacity_curve(
     unlimited_blocks: int,
 ) -> str:
     """Token hit rate (left axis) and prefill tokens saved (right axis) against capacity."""
+    figure = capacity_figure(blocks, hit_rates, saved, block_size, unlimited_blocks)
+    return _svg(
+        figure, "Token hit rate and prefill tokens saved against cache capacity; table below."
+    )
+
+
+def capacity_figure(
+    blocks: Sequence[int],
+    hit_rates: Sequence[float],
+    saved: Sequence[int],
+    block_size: int,
+    unlimited_blocks: int,
+):
+    """`capacity_curve`'s matplotlib figure."""
     plt = _pyplot()
     figure, left = plt.subplots(figsize=(WIDTH_IN, 3.8))
     left.plot(blocks, hit_rates, marker="o", color=ON, label="token hit rate")
@@ -121,15 +136,19 @@ def capacity_curve(
         textcoords="offset points",
     )
     figure.tight_layout()
-    return _svg(
-        figure, "Token hit rate and prefill tokens saved against cache capacity; table below."
-    )
+    return figure
 
 
 def ttft_cdfs(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]) -> str:
     """Step CDFs of TTFT: (label, values in ms, cache on, source number, measured) per series.
     Cache on is blue, off orange; the simulator's lines are solid (on) and dashed (off), a
     file's dash-dotted and dotted; measured lines are thick (readable without colour)."""
+    figure = ttft_figure(series)
+    return _svg(figure, "TTFT distributions with the cache on and off; percentiles in the table.")
+
+
+def ttft_figure(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]):
+    """`ttft_cdfs`'s matplotlib figure."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.8))
     for label, values, cache_on, source, measured in series:
@@ -150,7 +169,21 @@ def ttft_cdfs(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]) ->
     axes.set_ylim(0, 1.02)
     axes.legend(loc="lower right", frameon=False)
     figure.tight_layout()
-    return _svg(figure, "TTFT distributions with the cache on and off; percentiles in the table.")
+    return figure
+
+
+def png(figure, title: str | None = None) -> bytes:
+    """A figure as PNG (`pcache replay --plot`), titled if `title` is given."""
+    plt = _pyplot()
+    if title:
+        figure.axes[0].set_title(title)
+        figure.tight_layout()
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format="png", dpi=110)
+    finally:
+        plt.close(figure)
+    return buffer.getvalue()
 
 
 def timeline(

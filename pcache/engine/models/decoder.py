@@ -41,9 +41,6 @@ class DecoderAttention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.has_qk_norm else None
         self.attn = Attention(self.num_heads, self.num_kv_heads, self.head_dim)
 
-    def shard_sizes(self) -> list[int]:
-        return [self.q_size, self.kv_size, self.kv_size]
-
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         num_tokens = hidden.shape[0]
         qkv = self.qkv_proj(hidden)

@@ -1,0 +1,47 @@
+"""No import cycles among pcache's modules, lazy imports (inside functions) included; the
+graph is `bench/import_graph.py`'s (`python bench/import_graph.py` prints it)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "import_graph.py"
+_spec = importlib.util.spec_from_file_location("import_graph", BENCH)
+assert _spec is not None and _spec.loader is not None
+import_graph = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(import_graph)
+
+# pcache.diff is both a module and a function today (api.callable_module); the cycle it makes
+# with pcache.api goes when the diff module is renamed. Until then exactly this pair is left
+# out; delete the pair (and this comment) then.
+EXCLUDED = {("pcache.api", "pcache.diff"), ("pcache.diff", "pcache.api")}
+
+
+def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
+    package = tmp_path / "pcache"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pcache.sub import b\n")
+    (package / "sub" / "__init__.py").write_text("from . import b\n")
+    (package / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pcache.a\n"
+        "from ..a import f\n"
+    )
+    graph = import_graph.import_graph(tmp_path)
+    assert graph == {
+        "pcache": set(),
+        "pcache.a": {"pcache.sub.b"},
+        "pcache.sub": {"pcache.sub.b"},
+        "pcache.sub.b": {"pcache.a"},
+    }
+    assert import_graph.cycles(graph) == [["pcache.a", "pcache.sub.b", "pcache.a"]]
+
+
+def test_no_import_cycles():
+    graph = import_graph.import_graph()
+    assert len(graph) > 100 and "pcache.cache.block_pool" in graph
+    for source, target in EXCLUDED:
+        graph[source].discard(target)
+    found = import_graph.cycles(graph)
+    assert not found, "import cycles:\n" + import_graph.describe(found)
