@@ -17,7 +17,7 @@ from pcache.errors import EngineError, TokenizerError
 from pcache.prompt.plain import LAYOUT_VERSION, chatml_text
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
-from pcache.prompt.tokenizer import Renderer, RenderOptions
+from pcache.prompt.tokenizer import RenderOptions
 
 CL100K_VOCAB_SIZE = 100277
 """A model with at least this many ids gets cl100k when it has no tokenizer.json."""
@@ -120,17 +120,3 @@ class ChatMLRenderer:
 
     def decode(self, token_ids: list[int]) -> str:
         return self.codec.decode(token_ids)
-
-
-def chat_renderer(model: str, codec: ModelCodec) -> Renderer:
-    """The model directory's own chat template (the Hugging Face renderer lint and diff use),
-    else the ChatML layout over `codec`."""
-    if (Path(model) / "tokenizer.json").is_file():
-        from pcache.prompt.hf_template import load_hf_renderer
-
-        try:
-            return load_hf_renderer(model)
-        except TokenizerError as error:
-            if "no chat template" not in str(error):
-                raise
-    return ChatMLRenderer(codec)

@@ -1,6 +1,6 @@
 """Text in and out of the served model: chat rendering, tokenizer, streamed detokenization.
 
-The model's codec and chat renderer are `pcache.prompt.codec`'s: chat requests are rendered
+The model's codec is `pcache.prompt.codec`'s (`ModelCodec`); chat requests are rendered
 with the model directory's own chat template (pcache's Hugging Face renderer, the one `pcache
 diff` and `lint` use), and a model without one (a preset, a directory without a template) gets
 the plain ChatML layout; text is encoded with the directory's tokenizer.json, else as pcache
@@ -15,11 +15,30 @@ import codecs
 from typing import Any
 
 
+def chat_renderer(model: str, codec: Any) -> Any:
+    """The model directory's own chat template (the Hugging Face renderer lint and diff use),
+    else the ChatML layout over `codec`."""
+    from pathlib import Path
+
+    from pcache.errors import TokenizerError
+    from pcache.prompt.codec import ChatMLRenderer
+
+    if (Path(model) / "tokenizer.json").is_file():
+        from pcache.prompt.hf_template import load_hf_renderer
+
+        try:
+            return load_hf_renderer(model)
+        except TokenizerError as error:
+            if "no chat template" not in str(error):
+                raise
+    return ChatMLRenderer(codec)
+
+
 class TextCodec:
     """Renders chat messages and encodes or decodes text for one model."""
 
     def __init__(self, model: str, vocab_size: int) -> None:
-        from pcache.prompt.codec import ChatMLRenderer, ModelCodec, chat_renderer
+        from pcache.prompt.codec import ChatMLRenderer, ModelCodec
 
         self.codec = ModelCodec(model, vocab_size)
         self.renderer = chat_renderer(model, self.codec)
