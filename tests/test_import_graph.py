@@ -12,6 +12,7 @@ assert _spec is not None and _spec.loader is not None
 import_graph = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(import_graph)
 
+
 def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
     package = tmp_path / "pcache"
     (package / "sub").mkdir(parents=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 
 import pytest
 
@@ -176,7 +177,7 @@ def test_a_planted_cause_is_charged_what_fixing_it_saves(cause, seed, tmp_path):
     heads = [body for body in planted if len(body["messages"]) == 2]
     pair = next(
         (a, b)
-        for a, b in zip(heads, heads[1:], strict=False)
+        for a, b in pairwise(heads)
         if a["messages"][0] != b["messages"][0] or json.dumps(a["tools"]) != json.dumps(b["tools"])
     )
     result = pcache.diff(pair[0], pair[1], tokenizer=TOKENIZER)
