@@ -39,9 +39,8 @@ def main() -> None:
         return result.query_tokens, result.hit_tokens
 
     print(f"tokenizer {TOKENIZER}, vllm profile, block size 16, unlimited serial cache")
-    print(
-        "cause             rule   seed  requests  sessions  charged  replay saves  if fixed = replay"
-    )
+    columns = ["cause".ljust(17), "rule ", " seed", "requests", "sessions", "charged"]
+    print("  ".join([*columns, "replay saves", "if fixed = replay"]))
     with tempfile.TemporaryDirectory() as folder:
         for cause, rule in sorted(CAUSES.items()):
             for seed in range(1, args.seeds + 1):
