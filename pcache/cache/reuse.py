@@ -107,8 +107,7 @@ class PrefixIndex:
         """Remember the prompt `match` was computed for; returns its number (0, 1, ...)."""
         number = self.num_prompts
         holders = self.holders
-        for chained in match.chain:
-            holders[chained] = number
+        holders.update(dict.fromkeys(match.chain, number))
         parent = match.parent
         for block in match.blocks[match.matched_blocks :]:
             self._add_child(parent, block, number)
@@ -120,6 +119,11 @@ class PrefixIndex:
         self.num_prompts += 1
         return number
 
+    def live_holders(self) -> set[int]:
+        """The prompts a match can still name as its holder (the others were passed by later
+        prompts everywhere they went)."""
+        return set(self.holders.values())
+
     def observe(self, token_ids: Sequence[int], namespace: str | None = None) -> int:
         """Shared prefix length with the earlier prompts, then remember this prompt."""
         found = self.match(token_ids, namespace)
@@ -127,22 +131,26 @@ class PrefixIndex:
         return found.length
 
     def _add_child(self, parent: int, continuation: tuple[int, ...], number: int) -> None:
+        """Add a continuation after `parent`; a partial one records its holder here (a full
+        block's holder is its chained hash's, which every prompt through it updates)."""
         kids = self.children.setdefault(parent, [])
         holders = self.holders
+        partial = len(continuation) < self.block_size
         at = bisect_left(kids, continuation)
         if at < len(kids) and kids[at][: len(continuation)] == continuation:
-            if kids[at] == continuation:
+            if partial and kids[at] == continuation:
                 holders[(parent, continuation)] = number
             return  # already there, or a prefix of one that is (whose holder shares it all)
         if at and continuation[: len(kids[at - 1])] == kids[at - 1]:
             holders.pop((parent, kids[at - 1]), None)
             kids[at - 1] = continuation  # extends the one before it (which sorts just before)
+        else:
+            insort(kids, continuation, lo=at)
+        if partial:
             holders[(parent, continuation)] = number
-            return
-        insort(kids, continuation, lo=at)
-        holders[(parent, continuation)] = number
 
     def check_integrity(self) -> None:
+        assert all(0 <= number < self.num_prompts for number in self.holders.values())
         for kids in self.children.values():
             assert kids == sorted(kids) and all(0 < len(kid) <= self.block_size for kid in kids)
             assert all(b[: len(a)] != a for a, b in pairwise(kids))

@@ -39,6 +39,8 @@ MIN_SHARED_CONTENT = 24
 """Characters of the changed part itself that must follow an undone change in the realigned
 prefix when nothing of a later part does: realigning over template text alone (a value at the
 very end of the last shared message) saves nothing worth moving the value for."""
+FORGET_EVERY = 256
+"""Requests between two passes that forget the requests no cache can name any more."""
 MAX_STEPS = 16
 """Divergences undone per request at most (each one must save tokens)."""
 
@@ -196,20 +198,23 @@ def walk(
     profile: Profile,
     tokens: list[int],
     namespace: str | None,
-    earlier: Sequence[Earlier],
+    earlier: Sequence[Earlier | None],
     fixed: bool,
     classify: Classify,
     undoes: Callable[[Rule], bool],
     content: Content,
+    found: Match | None = None,
 ) -> Walk:
-    """Undo, divergence after divergence, what the rules explain (see the module)."""
+    """Undo, divergence after divergence, what the rules explain (see the module); `found`:
+    the request's match in `index`, when already computed."""
     size = index.block_size
-    found = index.match(tokens, namespace)
+    found = found if found is not None else index.match(tokens, namespace)
     result = Walk(tokens, found, reusable(profile, found.length, len(tokens), size), [], [], [])
     for _ in range(MAX_STEPS):
         if result.match.holder is None:
             break
         holder = earlier[result.match.holder]
+        assert holder is not None, result.match.holder  # a holder is never dropped
         reference = holder.tokens(fixed)
         divergence_at = result.match.length
         if divergence_at >= len(reference) or divergence_at >= len(result.tokens):
@@ -299,7 +304,10 @@ class Costs:
         self.index = PrefixIndex(block_size)
         self.fixed_index: PrefixIndex | None = None
         """The fixed log's cache; the same as `index` until a fix changes a request."""
-        self.earlier: list[Earlier] = []
+        self.earlier: list[Earlier | None] = []
+        """Each cached request, while a cache can still find it as the holder of a prefix."""
+        self.forgotten_below = 0
+        """Every request before this one that no cache holds is forgotten already."""
         self.namespaces: set[str | None] = set()
         self.debts: dict[str, int] = {}
         """Tokens the fixed log costs more than the log in some requests, by rule: taken off
@@ -324,12 +332,14 @@ class Costs:
     def settle(
         self,
         current: RequestContext,
+        found: Match,
         classify: Classify,
         content: Content,
         reports: Callable[[Rule], bool],
         rounding: bool,
     ) -> Settled:
-        """Charge the request's divergences, replay its fixed version, then cache both.
+        """Charge the request's divergences, replay its fixed version, then cache both
+        (`found`: `match(current)`).
 
         `reports(rule)`: whether a divergence of this rule is reported (the fixed log undoes
         only those); `rounding`: a finding takes the shared tokens the granularity loses."""
@@ -346,8 +356,8 @@ class Costs:
             classify,
             _always,
             content,
+            found,
         )
-        found = self.index.match(tokens, namespace) if actual.charges else actual.match
         reused = reusable(self.profile, found.length, len(tokens), size)
         fixed = self._fixed(current, actual, classify, content, reports)
         lost = len(tokens) - reused
@@ -389,6 +399,7 @@ class Costs:
         ]
         self.earlier.append(Earlier(current, current.session, edits, None, fixed.taken))
         self.namespaces.add(namespace)
+        self._drop_released()
         return Settled(
             reused,
             charges,
@@ -400,13 +411,29 @@ class Costs:
             credit,
         )
 
+    def _drop_released(self) -> None:
+        """Every `FORGET_EVERY` requests, forget those no cache can return as a holder any
+        more (what sessions extend and identical prompts repeat): memory follows the distinct
+        prefixes, not the requests."""
+        if len(self.earlier) % FORGET_EVERY:
+            return
+        live = self.index.live_holders()
+        if self.fixed_index is not None:
+            live |= self.fixed_index.live_holders()
+        for number in range(self.forgotten_below, len(self.earlier)):
+            if number not in live:
+                self.earlier[number] = None
+        self.forgotten_below = min(live, default=len(self.earlier))
+
     def _credit(self, fixed: Walk, saved: int) -> tuple[int, str, int] | None:
         """(request, rule code, tokens): the earlier finding whose fix gave this request the
         better reuse it has in the fixed log (the request its fixed prefix was found in)."""
         holder = fixed.match.holder
         if holder is None or holder >= len(self.earlier):
             return None
-        for edit in [*fixed.edits, *self.earlier[holder].edits]:
+        held = self.earlier[holder]
+        assert held is not None
+        for edit in [*fixed.edits, *held.edits]:
             if edit.rule is not None and edit.origin is not None:
                 tokens = self._repay_tokens(edit.rule.code, saved)
                 return (edit.origin, edit.rule.code, tokens) if tokens else None

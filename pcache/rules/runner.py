@@ -321,7 +321,7 @@ class _Run:
         self.seconds["rules"] += time.perf_counter() - started
 
         started = time.perf_counter()
-        self._cost(context, previous, violations)
+        self._cost(context, previous, violations, found)
         self.seconds["cost"] += time.perf_counter() - started
         if is_head:
             self.summary.sessions += 1
@@ -362,14 +362,14 @@ class _Run:
 
         return classify
 
-    def _cost(self, context: LintContext, previous, violations) -> None:
+    def _cost(self, context: LintContext, previous, violations, found) -> None:
         """Charge the request's divergences (`pcache.rules.cost`), report them and the checks'
         findings, and add up the summary."""
         current = context.current
         wanted = [(rule, v) for rule, v in violations if self._wanted(rule, v)]
         rounding = any(v.claims == "rounding" and not v.hint for _, v in wanted)
         settled = self.costs.settle(
-            current, self._classifier(current), _content_of(current), self._reports, rounding
+            current, found, self._classifier(current), _content_of(current), self._reports, rounding
         )
         summary = self.summary
         reported: set[str] = set()
