@@ -39,6 +39,18 @@ class LintSettings:
         return RenderOptions(date=self.date, add_generation_prompt=add_generation_prompt)
 
 
+_SEGMENTS: dict[type, bool] = {}
+
+
+def segments_of(renderer: Renderer) -> bool:
+    """Whether the renderer encodes piece by piece (`SegmentRenderer`), decided once per type:
+    a runtime protocol check costs microseconds, and every request asks."""
+    kind = type(renderer)
+    if kind not in _SEGMENTS:
+        _SEGMENTS[kind] = isinstance(renderer, SegmentRenderer)
+    return _SEGMENTS[kind]
+
+
 class RequestContext:
     """One request and lazily computed renders of it."""
 
@@ -93,7 +105,7 @@ class RequestContext:
             return self._rendered.token_ids
         if self._token_ids is None:
             renderer = self.settings.renderer
-            if not self.is_chat or not isinstance(renderer, SegmentRenderer):
+            if not self.is_chat or not segments_of(renderer):
                 return self.rendered.token_ids
             self._text = renderer.render_text_deferred(self.request, self.settings.options())
             self._token_ids, self._segments = renderer.encode_segments(self._text[0])
@@ -127,7 +139,7 @@ class RequestContext:
             truncated = dataclasses.replace(self.request, messages=self.request.messages[:count])
             options = self.settings.options(add_generation_prompt)
             renderer = self.settings.renderer
-            if isinstance(renderer, SegmentRenderer):
+            if segments_of(renderer):
                 try:
                     text, _ = renderer.render_text_deferred(truncated, options)
                 except TokenizerError:  # e.g. Llama 3.1 puts tools into the first user message
