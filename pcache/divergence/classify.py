@@ -192,6 +192,8 @@ def _classify(a, b, char_a, char_b, span_a, span_b, same_conversation) -> tuple[
     key_a, index_a = head(norm_a) if norm_a else (None, None)
     key_b, index_b = head(norm_b) if norm_b else (None, None)
     key = key_a or key_b
+    if key in RENDERED_PARAMETERS:
+        return "parameter", _parameter_change(ra, rb) or f"{key} changed", (norm_a, norm_b)
     if key == "tools" or (key_a != key_b and "tools" in (key_a, key_b)):
         return _classify_tools(
             ra, rb, a.text, char_a, b.text, char_b, index_a, index_b, same_conversation

@@ -176,3 +176,45 @@ def test_customers_asking_the_same_question_are_separate_conversations(cli, tmp_
     data = _lint(cli, _write(tmp_path, lines), "--profile", "openai", "--select", "ALL")
     assert data["summary"]["sessions"] == 3
     assert not [f for f in data["findings"] if f["code"] == "PC508"], data["findings"]
+
+
+def test_findings_in_anthropic_bodies_point_at_the_system_blocks(cli, tmp_path):
+    text = f"{INSTRUCTIONS} Current time: 2026-11-29 09:14:03 UTC."
+    first = {
+        "session_id": "s1",
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 64,
+        "system": [{"type": "text", "text": text}],
+        "messages": [{"role": "user", "content": "Where is my booking?"}],
+    }
+    second = json.loads(json.dumps(first))
+    second["system"][0]["text"] = text.replace("09:14:03", "09:20:11")
+    second["messages"] += [
+        {"role": "assistant", "content": "Checking."},
+        {"role": "user", "content": "Thanks"},
+    ]
+    data = _lint(cli, _write(tmp_path, [first, second]), "-t", "o200k_base")
+    paths = {(f["code"], f["severity"], f["json_path"]) for f in data["findings"]}
+    assert ("PC101", "error", "system[0].text") in paths, data["findings"]
+
+
+def test_a_reasoning_effort_change_is_a_parameter_not_the_template(cli, tmp_path):
+    first = {
+        "session_id": "s1",
+        "model": "gpt-oss-120b",
+        "reasoning_effort": "low",
+        "messages": [
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": "Where is my booking?"},
+        ],
+    }
+    second = json.loads(json.dumps(first))
+    second["reasoning_effort"] = "high"
+    second["messages"] += [
+        {"role": "assistant", "content": "Checking."},
+        {"role": "user", "content": "Thanks"},
+    ]
+    data = _lint(cli, _write(tmp_path, [first, second]), "--select", "ALL")
+    codes = {f["code"] for f in data["findings"] if f["tokens_reprefilled"]}
+    assert "PC405" not in {f["code"] for f in data["findings"]}, data["findings"]
+    assert codes == {"PC509"}, data["findings"]
