@@ -31,10 +31,11 @@ from pcache.rules.context import (
     SessionHead,
 )
 from pcache.rules.cost import MIN_SHARED_CONTENT, Charge, Costs, Earlier
+from pcache.rules.divergence_findings import divergence_violation
 from pcache.rules.fixes import fix_files
-from pcache.rules.patterns import short
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker, shares_prefix_part
+from pcache.rules.summary import LintReport, LintSummary, RuleTotal
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson")
 KEEP_RENDERED = 512
@@ -59,119 +60,6 @@ class LintOptions:
         if self.template_chosen is not None:
             return self.template_chosen
         return self.renderer is not None or self.tokenizer != DEFAULT_TOKENIZER
-
-
-@dataclass(slots=True)
-class RuleTotal:
-    code: str
-    name: str
-    count: int = 0
-    tokens_reprefilled: int = 0
-
-
-IF_FIXED_ASSUMES = (
-    "each reported divergence undone (the request repeats what the earlier request holding"
-    " its longest cached prefix has there, in the fixed log), then the log replayed through"
-    " an unlimited cache"
-)
-STRUCTURAL_CAUSES = frozenset(
-    {"tool_order", "tool_set", "history_truncated", "compaction", "system_message_moved"}
-)
-"""Causes whose message names what moved; quoting the text there says nothing more."""
-HISTORY_CAUSES = frozenset(
-    {"history_edit", "history_truncated", "compaction", "system_message_moved"}
-)
-"""Causes about a message as a whole: reported at the message."""
-UNATTRIBUTED = ("first_request", "new_content", "partial_blocks", "unreported")
-"""Re-prefilled tokens no finding is charged: a cache namespace's first request, content no
-earlier request could have supplied, shared tokens the cache's granularity loses, and
-divergences of rules not selected."""
-
-
-@dataclass(slots=True)
-class LintSummary:
-    """Totals of a run.
-
-    `prompt_tokens - reusable_tokens` (re-prefilled) is split exactly into the per-rule totals
-    and `unattributed_tokens` (by the kind of request that paid them). "If fixed" is a replay
-    of the requests with the changes the findings name undone (`IF_FIXED_ASSUMES`).
-    """
-
-    files: int = 0
-    requests: int = 0
-    sessions: int = 0
-    prompt_tokens: int = 0
-    reusable_tokens: int = 0
-    unattributed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(UNATTRIBUTED, 0))
-    prompt_tokens_if_fixed: int = 0
-    reusable_tokens_if_fixed: int = 0
-    requests_changed_if_fixed: int = 0
-    profile: str = ""
-    tokenizer: str = ""
-    block_size: int = DEFAULT_BLOCK_SIZE
-    rules: list[RuleTotal] = field(default_factory=list)
-    fixed_files: list[str] = field(default_factory=list)
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def reprefilled_tokens(self) -> int:
-        return self.prompt_tokens - self.reusable_tokens
-
-    @property
-    def unattributed_tokens(self) -> int:
-        return sum(self.unattributed.values())
-
-    @property
-    def cacheable_ratio(self) -> float:
-        return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-    @property
-    def cacheable_ratio_if_fixed(self) -> float:
-        total = self.prompt_tokens_if_fixed
-        return self.reusable_tokens_if_fixed / total if total else 0.0
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "files": self.files,
-            "requests": self.requests,
-            "sessions": self.sessions,
-            "prompt_tokens": self.prompt_tokens,
-            "reusable_tokens": self.reusable_tokens,
-            "reprefilled_tokens": self.reprefilled_tokens,
-            "attributed_tokens": sum(t.tokens_reprefilled for t in self.rules),
-            "unattributed_tokens": self.unattributed_tokens,
-            "unattributed_by_reason": dict(self.unattributed),
-            "cacheable_ratio": round(self.cacheable_ratio, 6),
-            "if_fixed": {
-                "assumes": IF_FIXED_ASSUMES,
-                "requests_changed": self.requests_changed_if_fixed,
-                "prompt_tokens": self.prompt_tokens_if_fixed,
-                "reusable_tokens": self.reusable_tokens_if_fixed,
-                "cacheable_ratio": round(self.cacheable_ratio_if_fixed, 6),
-            },
-            "profile": self.profile,
-            "tokenizer": self.tokenizer,
-            "block_size": self.block_size,
-            "rules": [
-                {
-                    "code": t.code,
-                    "name": t.name,
-                    "count": t.count,
-                    "tokens_reprefilled": t.tokens_reprefilled,
-                }
-                for t in self.rules
-            ],
-            "fixed_files": self.fixed_files,
-        }
-
-
-@dataclass(slots=True)
-class LintReport:
-    diagnostics: list[Diagnostic]
-    summary: LintSummary
-    failing: int = 0
-    """Findings that fail the run: errors and warnings, and info findings of rules selected
-    explicitly."""
 
 
 def expand_paths(paths: list[str]) -> list[str]:
@@ -412,37 +300,8 @@ class _Run:
         summary.requests_changed_if_fixed += settled.changed
 
     def _report_divergence(self, charge: Charge, current: RequestContext, previous) -> Diagnostic:
-        divergence, rule = charge.divergence, charge.rule
-        cause = divergence.cause
-        holder = charge.holder.context
-        if previous is not None and holder is previous:
-            where = "the previous request"
-        elif charge.holder.session == current.session:
-            where = f"an earlier request of this session ({holder.request.label})"
-        else:
-            where = f"request {holder.request.label}"
-        detail = f" ({cause.detail})" if cause.detail else ""
-        values = ""
-        if cause.kind not in STRUCTURAL_CAUSES:
-            values = f": {short(divergence.a_value)} -> {short(divergence.b_value)}"
-        message = (
-            f"{cause.summary}{detail} since {where}{values}; undoing it saves"
-            f" {charge.tokens} prefilled tokens"
-        )
-        at_template = cause.kind == "template" or cause.b_path is None
-        path = cause.b_path or ""
-        if cause.kind in HISTORY_CAUSES and divergence.b_unit:
-            path = current.request.source_path(divergence.b_unit)
-        if cause.kind == "parameter" and cause.detail:
-            path = current.request.source_path(cause.detail.split(" ")[0])
-        violation = Violation(
-            message,
-            path,
-            token_position=charge.position,
-            fix_title=cause.hint,
-            at_template=at_template and cause.kind == "template",
-        )
-        return self._report(rule, violation, current, charge.position)
+        violation = divergence_violation(charge, current, previous)
+        return self._report(charge.rule, violation, current, charge.position)
 
     def _position(self, current: RequestContext, violation: Violation) -> int | None:
         if violation.token_position is not None:

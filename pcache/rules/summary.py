@@ -1,0 +1,113 @@
+"""What a lint run found, in totals: the summary the JSON output holds and the report reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pcache.defaults import DEFAULT_BLOCK_SIZE
+from pcache.rules.base import Diagnostic
+
+
+@dataclass(slots=True)
+class RuleTotal:
+    code: str
+    name: str
+    count: int = 0
+    tokens_reprefilled: int = 0
+
+
+IF_FIXED_ASSUMES = (
+    "each reported divergence undone (the request repeats what the earlier request holding"
+    " its longest cached prefix has there, in the fixed log), then the log replayed through"
+    " an unlimited cache"
+)
+UNATTRIBUTED = ("first_request", "new_content", "partial_blocks", "unreported")
+"""Re-prefilled tokens no finding is charged: a cache namespace's first request, content no
+earlier request could have supplied, shared tokens the cache's granularity loses, and
+divergences of rules not selected."""
+
+
+@dataclass(slots=True)
+class LintSummary:
+    """Totals of a run.
+
+    `prompt_tokens - reusable_tokens` (re-prefilled) is split exactly into the per-rule totals
+    and `unattributed_tokens` (by the kind of request that paid them). "If fixed" is a replay
+    of the requests with the changes the findings name undone (`IF_FIXED_ASSUMES`).
+    """
+
+    files: int = 0
+    requests: int = 0
+    sessions: int = 0
+    prompt_tokens: int = 0
+    reusable_tokens: int = 0
+    unattributed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(UNATTRIBUTED, 0))
+    prompt_tokens_if_fixed: int = 0
+    reusable_tokens_if_fixed: int = 0
+    requests_changed_if_fixed: int = 0
+    profile: str = ""
+    tokenizer: str = ""
+    block_size: int = DEFAULT_BLOCK_SIZE
+    rules: list[RuleTotal] = field(default_factory=list)
+    fixed_files: list[str] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def reprefilled_tokens(self) -> int:
+        return self.prompt_tokens - self.reusable_tokens
+
+    @property
+    def unattributed_tokens(self) -> int:
+        return sum(self.unattributed.values())
+
+    @property
+    def cacheable_ratio(self) -> float:
+        return self.reusable_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def cacheable_ratio_if_fixed(self) -> float:
+        total = self.prompt_tokens_if_fixed
+        return self.reusable_tokens_if_fixed / total if total else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "files": self.files,
+            "requests": self.requests,
+            "sessions": self.sessions,
+            "prompt_tokens": self.prompt_tokens,
+            "reusable_tokens": self.reusable_tokens,
+            "reprefilled_tokens": self.reprefilled_tokens,
+            "attributed_tokens": sum(t.tokens_reprefilled for t in self.rules),
+            "unattributed_tokens": self.unattributed_tokens,
+            "unattributed_by_reason": dict(self.unattributed),
+            "cacheable_ratio": round(self.cacheable_ratio, 6),
+            "if_fixed": {
+                "assumes": IF_FIXED_ASSUMES,
+                "requests_changed": self.requests_changed_if_fixed,
+                "prompt_tokens": self.prompt_tokens_if_fixed,
+                "reusable_tokens": self.reusable_tokens_if_fixed,
+                "cacheable_ratio": round(self.cacheable_ratio_if_fixed, 6),
+            },
+            "profile": self.profile,
+            "tokenizer": self.tokenizer,
+            "block_size": self.block_size,
+            "rules": [
+                {
+                    "code": t.code,
+                    "name": t.name,
+                    "count": t.count,
+                    "tokens_reprefilled": t.tokens_reprefilled,
+                }
+                for t in self.rules
+            ],
+            "fixed_files": self.fixed_files,
+        }
+
+
+@dataclass(slots=True)
+class LintReport:
+    diagnostics: list[Diagnostic]
+    summary: LintSummary
+    failing: int = 0
+    """Findings that fail the run: errors and warnings, and info findings of rules selected
+    explicitly."""
