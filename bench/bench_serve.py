@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pcache.replay.endpoint_options import EndpointOptions  # noqa: E402
+from pcache.replayer.endpoint_options import EndpointOptions  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
 
 
@@ -59,7 +59,7 @@ def main() -> int:
 
     import httpx
 
-    from pcache.replay.endpoint_driver import replay_endpoint
+    from pcache.replayer.endpoint_driver import replay_endpoint
 
     child, url = start_server(args.model, args.max_num_batched_tokens)
     try:

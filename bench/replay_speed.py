@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pcache.gc_pause import paused_gc
-from pcache.replay.simulate import SimulationOptions, simulate
+from pcache.replayer.simulate import SimulationOptions, simulate
 from pcache.traces.readers import read_trace
 
 

@@ -15,13 +15,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 __all__ = ["__version__", "diff", "hash", "lint", "replay"]
 
-_MODULES = {"replay": "pcache.replay"}
-"""API names that are also modules: the module, made callable, is the function."""
-
 
 def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        return importlib.import_module(_MODULES[name])
     if name in __all__:
         return getattr(importlib.import_module("pcache.api"), name)
     raise AttributeError(f"module 'pcache' has no attribute {name!r}")

@@ -5,23 +5,21 @@ anything with `model_dump`), or paths to JSON / JSONL files, and return the data
 fields the commands' JSON output holds. Options left as None take the command line's defaults.
 Each function imports what it needs when called.
 
-`pcache.replay` is also the name of a package; it is made callable (`callable_module`), so
-`pcache.replay(...)` is this module's `replay` whether or not the package was imported first.
+The names are functions only: the code they run lives in packages of other names
+(`pcache.divergence`, `pcache.rules`, `pcache.replayer`).
 """
 
 from __future__ import annotations
 
 import os
-import sys
-import types
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pcache.divergence.compare import DiffResult
     from pcache.pipeline import BlockHashReport, Settings
-    from pcache.replay.options import ReplayOptions
-    from pcache.replay.run import ReplayResult
+    from pcache.replayer.options import ReplayOptions
+    from pcache.replayer.run import ReplayResult
     from pcache.rules.runner import LintReport
 
 __all__ = ["diff", "hash", "lint", "replay"]
@@ -189,7 +187,7 @@ def replay(
 ) -> ReplayResult:
     """Replay a trace (a file, or request bodies in arrival order) against a prefix cache.
 
-    `options` are one driver's (`pcache.replay.options`: `SimulateOptions`, `EngineOptions`,
+    `options` are one driver's (`pcache.replayer.options`: `SimulateOptions`, `EngineOptions`,
     `EndpointOptions`), or are made from keywords: `mode` (simulate, engine or endpoint) and
     the fields of that driver's options (`policy`, `cache_blocks`, `model`, ...), with
     `tokenizer`, `block_size`, `hash_algo`, `cache_salt` and `date` for its `settings`; given
@@ -197,21 +195,10 @@ def replay(
     `UsageError` the command gives for its flag.
     """
     from pcache.prompt.inputs import is_path, values_from
-    from pcache.replay.run import replay_options, run_replay
+    from pcache.replayer.run import replay_options, run_replay
 
     if options is None or given:
         mode = given.pop("mode", options.mode if options is not None else "simulate")
         options = replay_options(mode, options, **given)
     source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
     return run_replay(source, options, progress=progress)
-
-
-def callable_module(name: str, function: str) -> None:
-    """Make module `name` callable as this module's `function` (see the module docstring)."""
-
-    class CallableModule(types.ModuleType):
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return getattr(sys.modules[__name__], function)(*args, **kwargs)
-
-    CallableModule.__call__.__doc__ = globals()[function].__doc__
-    sys.modules[name].__class__ = CallableModule

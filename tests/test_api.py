@@ -103,12 +103,13 @@ def test_replay_of_bodies_in_memory_equals_the_replay_of_their_file():
 
 def test_the_api_names_stay_functions_after_their_modules_are_imported():
     import pcache.divergence.compare as compare_module
-    import pcache.replay.run as run_module
+    import pcache.replayer.run as run_module
 
     assert compare_module.common_prefix_length  # the module's own names are still there
     assert run_module.run_replay
     assert pcache.diff(A, B).cause is not None
     assert pcache.replay(SAMPLES / "traces" / "requests_tiny.jsonl").reports
+    assert pcache.diff.__module__ == pcache.replay.__module__ == "pcache.api"  # functions only
 
 
 def _clocked(seconds: int, *turns: str) -> dict:

@@ -461,7 +461,7 @@ def test_u18_allocate_with_lookahead(lookahead, expected):
 
 def test_ttft_model_seed_arithmetic():
     """N = 4,096 with 3,072 cached: 3,670,528 of 8,390,656 query-key pairs remain."""
-    from pcache.replay.ttft import TtftModel, attention_pairs
+    from pcache.replayer.ttft import TtftModel, attention_pairs
 
     assert attention_pairs(4096, 0) == 8_390_656
     assert attention_pairs(4096, 3072) == 3_670_528

@@ -69,7 +69,7 @@ def test_bailian_sample(cli):
 def test_request_sample_matches_token_prefixes(cli, tmp_path):
     """Unlimited vLLM hits equal the longest shared full-block prefix (last token recomputed)."""
     from pcache.pipeline import Settings, hash_request, iter_requests
-    from pcache.replay.ttft import TtftModel
+    from pcache.replayer.ttft import TtftModel
 
     path = TRACES / "requests_tiny.jsonl"
     out = tmp_path / "per_request.jsonl"
@@ -416,14 +416,14 @@ def test_package_layering():
                     names.update(alias.name for alias in node.names)
         return names
 
-    assert not {m for m in imported("cache") if m.startswith(("pcache.traces", "pcache.replay"))}
+    assert not {m for m in imported("cache") if m.startswith(("pcache.traces", "pcache.replayer"))}
     assert not {m for m in imported("replay") if m.startswith("pcache.cli")}
-    assert not {m for m in imported("traces") if m.startswith(("pcache.cache", "pcache.replay"))}
+    assert not {m for m in imported("traces") if m.startswith(("pcache.cache", "pcache.replayer"))}
 
 
 def test_ttft_fit_recovers_the_model_and_stays_non_negative():
-    from pcache.replay.calibration import fit_ttft_model
-    from pcache.replay.ttft import TtftModel
+    from pcache.replayer.calibration import fit_ttft_model
+    from pcache.replayer.ttft import TtftModel
 
     truth = TtftModel(30.0, 0.5, 2e-4)
     lengths = (76, 152, 304, 608, 912, 1216)

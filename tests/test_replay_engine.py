@@ -216,7 +216,7 @@ def test_calibration_file_feeds_the_simulator(cli, tmp_path):
     )
     assert simulated.exit_code == 0, simulated.output
     assert json.loads(simulated.stdout)["ttft_model"] == data["model"]
-    from pcache.replay.ttft import TtftModel
+    from pcache.replayer.ttft import TtftModel
 
     model = TtftModel(**data["model"])
     for line in (tmp_path / "sim.jsonl").read_text().splitlines():

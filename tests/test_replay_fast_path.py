@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.replay.policies import VllmPolicy
-from pcache.replay.simulate import SimulationOptions, _unlimited_capacity, simulate
+from pcache.replayer.policies import VllmPolicy
+from pcache.replayer.simulate import SimulationOptions, _unlimited_capacity, simulate
 from pcache.traces.readers import read_trace
 from pcache.traces.record import TraceRecord
 from tests.conftest import SAMPLES
@@ -161,8 +161,8 @@ def test_batched_serial_loop_equals_per_request_loop(name, policy):
 def test_distribution_from_counts_matches_sorted_percentiles(values):
     from collections import Counter
 
-    from pcache.replay.report import distribution
-    from pcache.replay.ttft import percentile
+    from pcache.replayer.report import distribution
+    from pcache.replayer.ttft import percentile
 
     summary = distribution(Counter(values))
     ordered = sorted(values)

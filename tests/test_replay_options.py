@@ -1,5 +1,5 @@
 """`pcache.replay(...)` refuses what `pcache replay` refuses, with the same message: both go
-through the drivers' options (`pcache.replay.options`)."""
+through the drivers' options (`pcache.replayer.options`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 
 import pcache
 from pcache.errors import UsageError
-from pcache.replay.endpoint_options import EndpointOptions
-from pcache.replay.engine_options import EngineOptions
-from pcache.replay.simulate_options import SimulateOptions
-from pcache.replay.ttft import TtftModel
+from pcache.replayer.endpoint_options import EndpointOptions
+from pcache.replayer.engine_options import EngineOptions
+from pcache.replayer.simulate_options import SimulateOptions
+from pcache.replayer.ttft import TtftModel
 from tests.conftest import SAMPLES
 
 TRACE = SAMPLES / "traces" / "mooncake_tiny.jsonl"

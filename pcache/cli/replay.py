@@ -211,7 +211,7 @@ def replay_command(
     from pcache.cli import replay_view
     from pcache.cli.console import warning
     from pcache.files import check_writable
-    from pcache.replay.run import replay_options
+    from pcache.replayer.run import replay_options
 
     check_text_or_json(format)
     options = replay_options(
@@ -302,7 +302,7 @@ def _ttft(overhead_ms: float | None, ms_per_token: float | None, ms_per_pair: fl
     """The TTFT model of the `--ttft-*` flags given (the others at their defaults), or None."""
     if overhead_ms is None and ms_per_token is None and ms_per_pair is None:
         return None
-    from pcache.replay.ttft import TtftModel
+    from pcache.replayer.ttft import TtftModel
 
     defaults = TtftModel()
     return TtftModel(

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 import orjson
 
 from pcache.errors import InputError
-from pcache.replay.report import ReplayReport
-from pcache.replay.run import ReplayResult
+from pcache.replayer.report import ReplayReport
+from pcache.replayer.run import ReplayResult
 
 
 @contextlib.contextmanager
@@ -50,14 +50,14 @@ def write_per_request(path: str, report: ReplayReport) -> None:
 
 def plot_sweep(path: str, reports: list[ReplayReport]) -> None:
     """The sweep's chart (PNG)."""
-    from pcache.replay.plots import sweep_png
+    from pcache.replayer.plots import sweep_png
 
     _write(path, sweep_png(reports))
 
 
 def plot_ttft_cdfs(path: str, report: ReplayReport) -> None:
     """An engine replay's TTFT CDFs, cache on and off (PNG)."""
-    from pcache.replay.plots import ttft_cdfs_png
+    from pcache.replayer.plots import ttft_cdfs_png
 
     _write(path, ttft_cdfs_png(report))
 

@@ -1,7 +1,7 @@
 """`pcache report` as one function: lint the log, replay it, grow its prefix tree.
 
 Nothing here computes a cost, a hit or a cause of its own: lint's figures come from
-`pcache.rules.runner.lint_paths`, the replay's from `pcache.replay.simulate` (the capacity
+`pcache.rules.runner.lint_paths`, the replay's from `pcache.replayer.simulate` (the capacity
 sweep and an unlimited cache), the causes at branch points from `pcache.diff.explain`; the
 prefix tree counts which requests share which tokens and reads the profile's reuse rule
 (`pcache.cache.reuse.reusable`) to say what a cache reuses of it.
@@ -23,7 +23,7 @@ from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
 from pcache.prompt.tokenizer import DEFAULT_DATE
-from pcache.replay.report import ReplayReport
+from pcache.replayer.report import ReplayReport
 from pcache.report.causes import BranchPoint, Origin, branch_points, explain_branch_points
 from pcache.report.outcomes import ReplayFile, read_replay_file
 from pcache.report.tree import Branch, PrefixTrie, fold, iter_branches
@@ -31,7 +31,7 @@ from pcache.traces.readers import read_trace
 from pcache.traces.record import Trace
 
 if TYPE_CHECKING:
-    from pcache.replay.calibration import Calibration
+    from pcache.replayer.calibration import Calibration
 
 PROFILES = PROFILE_NAMES
 HASH_FORMATS = ("mooncake", "bailian")
@@ -136,9 +136,9 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     """Lint, replay and fold the log at `options.paths` into one `Report`; `stage(text)` is
     told what is being computed."""
     stage = stage or (lambda text: None)
-    from pcache.replay.arguments import ReplayArguments
-    from pcache.replay.run import simulation_options, trace_settings
-    from pcache.replay.simulate import simulate, sweep_capacities
+    from pcache.replayer.arguments import ReplayArguments
+    from pcache.replayer.run import simulation_options, trace_settings
+    from pcache.replayer.simulate import simulate, sweep_capacities
     from pcache.rules.runner import expand_paths
 
     if options.profile not in PROFILES:
@@ -146,7 +146,7 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     replay_files = [read_replay_file(path) for path in options.replay_files]
     calibration = None
     if options.calibration is not None:
-        from pcache.replay.calibration import load_calibration
+        from pcache.replayer.calibration import load_calibration
 
         calibration = load_calibration(options.calibration)
     files = expand_paths(options.paths)

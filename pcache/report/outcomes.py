@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 
 from pcache.errors import InputError
 from pcache.prompt.loading import display_name, iter_values
-from pcache.replay.report import RequestOutcome
+from pcache.replayer.report import RequestOutcome
 
 _FIELDS = {f.name for f in fields(RequestOutcome)}
 _REQUIRED = ("index", "prompt_tokens", "cached_tokens", "ttft_ms", "ttft_uncached_ms")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pcache.replay.report import distribution_of
+from pcache.replayer.report import distribution_of
 from pcache.report import charts
 from pcache.report.build import Report
 from pcache.report.icicle import layout

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pcache.pipeline import Settings
-from pcache.replay.simulate import SimulationOptions, simulate
+from pcache.replayer.simulate import SimulationOptions, simulate
 from pcache.rules.runner import LintOptions, lint_paths
 from pcache.traces.readers import read_trace
 

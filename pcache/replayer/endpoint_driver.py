@@ -1,7 +1,7 @@
 """`pcache replay --endpoint URL`: replay a trace against a live OpenAI-compatible server.
 
-What is sent is `pcache.replay.endpoint_requests`'s; how one request is timed,
-`pcache.replay.endpoint_client`'s; the report, `pcache.replay.endpoint_report`'s.
+What is sent is `pcache.replayer.endpoint_requests`'s; how one request is timed,
+`pcache.replayer.endpoint_client`'s; the report, `pcache.replayer.endpoint_report`'s.
 Passes: one measured pass, or with `compare_cache` two (cache off by a `cache_salt` per
 request on vLLM and pcache serve, else cold against warm), each between two `/metrics`
 scrapes; every request is sent at its arrival offset, at most `max_concurrency` at a time.
@@ -20,15 +20,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pcache.errors import InputError
-from pcache.replay.arrivals import arrival_offsets
-from pcache.replay.endpoint_client import ROUTES, RequestTiming, send_request
-from pcache.replay.endpoint_options import EndpointOptions
-from pcache.replay.endpoint_report import CacheComparison, EndpointMeasurement, PassResult
-from pcache.replay.endpoint_requests import materialize, request_bodies
-from pcache.replay.endpoint_server import headers_for, reset_cache, scrape, served_model
-from pcache.replay.report import ReplayReport, distribution_of
-from pcache.replay.reported_cache import enable_hint
-from pcache.replay.server_metrics import metrics_delta
+from pcache.replayer.arrivals import arrival_offsets
+from pcache.replayer.endpoint_client import ROUTES, RequestTiming, send_request
+from pcache.replayer.endpoint_options import EndpointOptions
+from pcache.replayer.endpoint_report import CacheComparison, EndpointMeasurement, PassResult
+from pcache.replayer.endpoint_requests import materialize, request_bodies
+from pcache.replayer.endpoint_server import headers_for, reset_cache, scrape, served_model
+from pcache.replayer.report import ReplayReport, distribution_of
+from pcache.replayer.reported_cache import enable_hint
+from pcache.replayer.server_metrics import metrics_delta
 from pcache.traces.record import Trace
 
 __all__ = ["EndpointOptions", "replay_endpoint", "served_model"]
@@ -44,7 +44,7 @@ class Progress:
 
 def predict(trace: Trace, options: EndpointOptions) -> ReplayReport:
     """The simulator's replay of the same tokens: vLLM pool, serial, from an empty cache."""
-    from pcache.replay.simulate import SimulationOptions, simulate
+    from pcache.replayer.simulate import SimulationOptions, simulate
 
     simulation = SimulationOptions(
         policy="vllm",

@@ -5,7 +5,7 @@ statistics over the trace (hit rates, evictions, peak blocks, prefill tokens sav
 TTFT distributions with and without caching. A simulated replay predicts the TTFTs from the
 `TtftModel`; a measuring driver adds a `Measurement` (the runs it timed, the speedup, and how
 far the simulator's prediction for the same trace and capacity is from what it measured).
-A live endpoint adds its `EndpointMeasurement` (`pcache.replay.endpoint_report`: the server's
+A live endpoint adds its `EndpointMeasurement` (`pcache.replayer.endpoint_report`: the server's
 latencies, cached tokens and metrics, with `vllm bench serve`'s key names) as `endpoint`.
 `to_dict` is the `--format json` document; `RequestOutcome.to_dict` is one `--output` line.
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pcache.replay.ttft import TtftModel
+from pcache.replayer.ttft import TtftModel
 
 MODES = ("simulate", "engine", "endpoint")
 

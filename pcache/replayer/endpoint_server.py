@@ -9,8 +9,8 @@ import os
 from typing import Any
 
 from pcache.errors import UsageError
-from pcache.replay.endpoint_options import EndpointOptions
-from pcache.replay.server_metrics import MetricsSnapshot, parse_metrics
+from pcache.replayer.endpoint_options import EndpointOptions
+from pcache.replayer.server_metrics import MetricsSnapshot, parse_metrics
 
 RESET_ROUTES = {"sglang": ("/flush_cache",), None: ("/reset_prefix_cache", "/flush_cache")}
 

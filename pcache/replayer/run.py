@@ -1,9 +1,9 @@
 """`pcache replay` as one function: the driver of the options' mode, and its report(s).
 
-Drivers: `simulate` (`pcache.replay.simulate`, the block pool without a model), `engine`
-(`pcache.replay.engine_driver`, the built-in engine, cache on and off) and `endpoint`
-(`pcache.replay.endpoint_driver`, a live server over HTTP). Each has its own options class
-(`pcache.replay.options`); a driver is a function (trace, options, progress) -> ReplayResult
+Drivers: `simulate` (`pcache.replayer.simulate`, the block pool without a model), `engine`
+(`pcache.replayer.engine_driver`, the built-in engine, cache on and off) and `endpoint`
+(`pcache.replayer.endpoint_driver`, a live server over HTTP). Each has its own options class
+(`pcache.replayer.options`); a driver is a function (trace, options, progress) -> ReplayResult
 that reads the trace with `options.read_trace`, and a measuring driver fills
 `ReplayReport.measurement` or, for a live server, `ReplayReport.endpoint`. A new driver is
 its options class and one more entry in `_DRIVERS`.
@@ -18,12 +18,12 @@ from typing import Any
 from pcache.cache.capacity import blocks_for_gigabytes, resolve_model
 from pcache.errors import UsageError
 from pcache.pipeline import Settings
-from pcache.replay.endpoint_options import EndpointOptions
-from pcache.replay.engine_options import EngineOptions
-from pcache.replay.options import ReplayOptions, build_options
-from pcache.replay.report import MODES, ReplayReport
-from pcache.replay.simulate import MAX_CACHE_BLOCKS, SimulationOptions, simulate, sweep_capacities
-from pcache.replay.simulate_options import SimulateOptions
+from pcache.replayer.endpoint_options import EndpointOptions
+from pcache.replayer.engine_options import EngineOptions
+from pcache.replayer.options import ReplayOptions, build_options
+from pcache.replayer.report import MODES, ReplayReport
+from pcache.replayer.simulate import MAX_CACHE_BLOCKS, SimulationOptions, simulate, sweep_capacities
+from pcache.replayer.simulate_options import SimulateOptions
 
 Progress = Callable[[int], None] | None
 Trace = Any
@@ -74,7 +74,7 @@ def simulation_options(options: SimulateOptions, kv_bytes_per_token: int) -> Sim
 def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) -> ReplayResult:
     shape = resolve_model(options.model)
     if options.calibration is not None:
-        from pcache.replay.calibration import load_calibration
+        from pcache.replayer.calibration import load_calibration
 
         fitted = load_calibration(options.calibration).model
         options = replace(options, calibration=None, ttft=fitted)
@@ -100,14 +100,14 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
 
 
 def _run_engine(trace: Trace, options: EngineOptions, progress: Progress) -> ReplayResult:
-    from pcache.replay.engine_driver import replay_engine
+    from pcache.replayer.engine_driver import replay_engine
 
     report, name, loaded = replay_engine(trace, options, progress)
     return ReplayResult([report], False, name, loaded.skipped, loaded.reordered)
 
 
 def _run_endpoint(trace: Trace, options: EndpointOptions, progress: Progress) -> ReplayResult:
-    from pcache.replay.endpoint_driver import replay_endpoint, served_model
+    from pcache.replayer.endpoint_driver import replay_endpoint, served_model
 
     if not options.model:
         options = replace(options, model=served_model(options))

@@ -26,15 +26,15 @@ from pcache.cache.profiles import load_profile
 from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
-from pcache.replay.policies import (
+from pcache.replayer.policies import (
     Admission,
     CapacityTooSmall,
     ProviderPolicy,
     RadixPolicy,
     VllmPolicy,
 )
-from pcache.replay.report import Bill, ReplayReport, RequestOutcome, distribution
-from pcache.replay.ttft import TtftModel
+from pcache.replayer.report import Bill, ReplayReport, RequestOutcome, distribution
+from pcache.replayer.ttft import TtftModel
 from pcache.traces.record import Trace, TraceRecord
 
 ENGINE_POLICIES = ("vllm", "radix")

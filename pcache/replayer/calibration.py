@@ -1,7 +1,7 @@
 """Fitting the TTFT model to measured TTFTs, and the calibration file that keeps the fit.
 
 The fit is a non-negative least-squares fit of TTFT = overhead + a x uncached tokens +
-b x query-key pairs (`pcache.replay.ttft`) over measured (prompt tokens, cached tokens, TTFT)
+b x query-key pairs (`pcache.replayer.ttft`) over measured (prompt tokens, cached tokens, TTFT)
 samples: every subset of the three terms is solved by least squares and the best fit with
 no negative coefficient is kept (a negative cost per token would predict faster prefills
 for longer prompts). The residuals are relative (each divided by its measured TTFT), so
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pcache.errors import InputError
-from pcache.replay.ttft import TtftModel, attention_pairs
+from pcache.replayer.ttft import TtftModel, attention_pairs
 
 FORMAT = "pcache-ttft-calibration/1"
 

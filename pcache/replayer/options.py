@@ -6,7 +6,7 @@ classes of the drivers it applies to, and of no other: that is the one place whe
 written. `build_options` makes one driver's options from loose values (the command line's
 flags, `pcache.replay`'s keywords); a value meant for another driver is refused with the
 message the chosen class gives, unless it is that other driver's default. A new driver is one
-more class here beside the others, and one more entry in `pcache.replay.run`.
+more class here beside the others, and one more entry in `pcache.replayer.run`.
 
 The trace itself is not an option: drivers take it beside their options.
 """
@@ -21,7 +21,7 @@ from pcache.defaults import MAX_BLOCK_SIZE
 from pcache.errors import UsageError
 from pcache.numbers import check_number
 from pcache.pipeline import Settings
-from pcache.replay.simulate import MAX_CACHE_BLOCKS
+from pcache.replayer.simulate import MAX_CACHE_BLOCKS
 from pcache.traces.record import Trace
 
 SETTINGS_FIELDS = ("tokenizer", "block_size", "hash_algo", "cache_salt", "date")
@@ -59,7 +59,7 @@ class ReplayOptions:
     kept."""
 
     mode: ClassVar[str] = ""
-    """The driver's name (`pcache.replay.report.MODES`)."""
+    """The driver's name (`pcache.replayer.report.MODES`)."""
     flags: ClassVar[tuple[str, ...]] = ()
     """The command-line flags that choose this driver."""
     refusals: ClassVar[dict[str, str]] = {}

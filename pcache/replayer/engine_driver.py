@@ -42,16 +42,16 @@ import numpy as np
 
 from pcache.cache.reuse import PrefixIndex
 from pcache.errors import EngineError, UsageError
-from pcache.replay.calibration import fit_ttft_model, save_calibration
-from pcache.replay.engine_options import EngineOptions
-from pcache.replay.report import (
+from pcache.replayer.calibration import fit_ttft_model, save_calibration
+from pcache.replayer.engine_options import EngineOptions
+from pcache.replayer.report import (
     Measurement,
     ReplayReport,
     RequestOutcome,
     RunStats,
     distribution_of,
 )
-from pcache.replay.tokens import Slicing, engine_trace
+from pcache.replayer.tokens import Slicing, engine_trace
 from pcache.traces.record import Trace, TraceRecord
 
 
@@ -382,7 +382,7 @@ def _run_stats(runs: list[Run], records: list[TraceRecord]) -> RunStats:
 def _report(
     options: EngineOptions, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cut, described
 ):
-    from pcache.replay.simulate import simulate
+    from pcache.replayer.simulate import simulate
 
     records = tokens.records
     timed = options.concurrency == "timed"

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from pcache.errors import InputError, UsageError
-from pcache.replay.endpoint_options import EndpointOptions
+from pcache.replayer.endpoint_options import EndpointOptions
 from pcache.traces.record import Trace, TraceRecord
 
 DEFAULT_OUTPUT_TOKENS = 16
@@ -21,11 +21,11 @@ DEFAULT_VOCAB_SIZE = 512
 
 
 def materialize(trace: Trace, options: EndpointOptions) -> Trace:
-    """The trace as token records (`pcache.replay.tokens`, as the engine driver runs it):
+    """The trace as token records (`pcache.replayer.tokens`, as the engine driver runs it):
     hash ids become seeded tokens per block id below `vocab_size` (512 unless given); token
     ids are sent as they are, or mapped into `vocab_size` when it is given and they exceed
     it; cut to `limit` requests and `max_prompt_tokens` tokens a prompt."""
-    from pcache.replay.tokens import Slicing, engine_trace
+    from pcache.replayer.tokens import Slicing, engine_trace
 
     vocab = options.vocab_size
     if vocab is None:

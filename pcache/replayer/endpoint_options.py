@@ -9,9 +9,9 @@ from typing import ClassVar
 
 from pcache.errors import UsageError
 from pcache.numbers import check_number
-from pcache.replay.arrivals import MAX_TIME_SCALE
-from pcache.replay.endpoint_client import APIS
-from pcache.replay.options import MAX_SEED, ReplayOptions, check_count
+from pcache.replayer.arrivals import MAX_TIME_SCALE
+from pcache.replayer.endpoint_client import APIS
+from pcache.replayer.options import MAX_SEED, ReplayOptions, check_count
 
 MIN_RATE = 1e-3
 """Fewest requests per second (one every 1,000 s): a slower rate never ends a replay."""

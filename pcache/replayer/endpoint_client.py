@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from pcache.replay.reported_cache import ReportedCache, reported_cache
+from pcache.replayer.reported_cache import ReportedCache, reported_cache
 
 APIS = ("completions", "chat", "anthropic")
 ROUTES = {"completions": "/completions", "chat": "/chat/completions", "anthropic": "/messages"}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pcache.errors import InputError
-from pcache.replay.report import Cut
+from pcache.replayer.report import Cut
 from pcache.traces.record import Trace, TraceRecord
 
 

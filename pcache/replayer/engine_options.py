@@ -8,11 +8,11 @@ from typing import ClassVar
 from pcache.engine.config import ENGINES, check_engine
 from pcache.errors import UsageError
 from pcache.numbers import check_number
-from pcache.replay.arrivals import MAX_TIME_SCALE
-from pcache.replay.options import MAX_SEED, ReplayOptions, check_count
-from pcache.replay.simulate import SimulationOptions
-from pcache.replay.simulate_options import check_concurrency
-from pcache.replay.ttft import TtftModel
+from pcache.replayer.arrivals import MAX_TIME_SCALE
+from pcache.replayer.options import MAX_SEED, ReplayOptions, check_count
+from pcache.replayer.simulate import SimulationOptions
+from pcache.replayer.simulate_options import check_concurrency
+from pcache.replayer.ttft import TtftModel
 
 DEVICES = ENGINES
 MAX_REPEAT = 1000

@@ -8,9 +8,9 @@ from typing import ClassVar
 from pcache.defaults import DEFAULT_MODEL
 from pcache.errors import UsageError
 from pcache.numbers import check_number
-from pcache.replay.options import ReplayOptions
-from pcache.replay.simulate import CONCURRENCY, POLICIES, PROVIDER_POLICIES, SimulationOptions
-from pcache.replay.ttft import TtftModel
+from pcache.replayer.options import ReplayOptions
+from pcache.replayer.simulate import CONCURRENCY, POLICIES, PROVIDER_POLICIES, SimulationOptions
+from pcache.replayer.ttft import TtftModel
 
 MAX_CACHE_GB = 1 << 30
 """An exbibyte of KV cache."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pcache.replay.report import ReplayReport
+from pcache.replayer.report import ReplayReport
 
 
 def sweep_png(reports: list[ReplayReport]) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pcache.replay.endpoint_client import RequestTiming
+from pcache.replayer.endpoint_client import RequestTiming
 
 PERCENTILES = (50, 90, 95, 99)
 PREDICTED_FIELDS = (

@@ -1,8 +1,0 @@
-"""Replay drivers (simulate, engine, endpoint) and their one report type.
-
-The package is callable: `pcache.replay(trace, ...)` is `pcache.api.replay`.
-"""
-
-from pcache.api import callable_module
-
-callable_module(__name__, "replay")
