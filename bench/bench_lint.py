@@ -211,11 +211,12 @@ def kvlint_cli(kvlint: str, log: Path, model: str, out: Path) -> dict:
 
 
 def stages_main(log: str, tokenizer: str) -> None:
+    from pcache.pipeline import Settings
     from pcache.rules.config import LintConfig
     from pcache.rules.runner import LintOptions, _Run
 
     started = time.perf_counter()
-    run = _Run(LintOptions(tokenizer=tokenizer), LintConfig(), None)
+    run = _Run(LintOptions(settings=Settings(tokenizer=tokenizer)), LintConfig(), None)
     loaded = time.perf_counter()
     run.lint_file(log)
     report = run.finish()

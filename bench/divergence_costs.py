@@ -50,7 +50,9 @@ def main() -> None:
                     path = Path(folder) / f"{name}.jsonl"
                     path.write_text("".join(json.dumps(body) + "\n" for body in log))
                     paths.append(path)
-                report = lint_paths([str(paths[0])], LintOptions(tokenizer=TOKENIZER))
+                report = lint_paths(
+                    [str(paths[0])], LintOptions(settings=Settings(tokenizer=TOKENIZER))
+                )
                 charged = sum(d.tokens_reprefilled for d in report.diagnostics if d.code == rule)
                 others = sum(d.tokens_reprefilled for d in report.diagnostics if d.code != rule)
                 (planted_tokens, planted_hits), (fixed_tokens, fixed_hits) = map(replayed, paths)

@@ -109,9 +109,8 @@ def lint(
     from dataclasses import replace
     from pathlib import Path
 
-    from pcache.defaults import PROFILE_NAMES
     from pcache.errors import UsageError
-    from pcache.pipeline import validate_date
+    from pcache.pipeline import Settings, validate_date
     from pcache.prompt.inputs import is_path, values_from
     from pcache.rules import RULES
     from pcache.rules.config import find_config, load_config
@@ -131,19 +130,18 @@ def lint(
         RULES,
         source=f"{config_path}" if config_path else "config",
     )
-    defaults = LintOptions()
+    defaults = Settings()
     options = LintOptions(
-        tokenizer=tokenizer or settings.tokenizer or defaults.tokenizer,
-        profile=profile or settings.profile or defaults.profile,
-        block_size=block_size or defaults.block_size,
-        date=validate_date(date or defaults.date),
+        settings=Settings(
+            tokenizer=tokenizer or settings.tokenizer or defaults.tokenizer,
+            profile=profile or settings.profile or defaults.profile,
+            block_size=block_size or defaults.block_size,
+            date=validate_date(date or defaults.date),
+        ),
         selection=selection,
         fix=fix,
         template_chosen=bool(tokenizer or settings.tokenizer),
     )
-    if options.profile not in PROFILE_NAMES:
-        names = f"{', '.join(PROFILE_NAMES[:-1])} or {PROFILE_NAMES[-1]}"
-        raise UsageError(f"--profile must be {names}, got {options.profile!r}")
     if not paths:
         if since is not None or fix:
             raise UsageError("--diff and --fix apply to files, not to requests in memory")

@@ -13,6 +13,8 @@ from pcache.cache.hashing import (
     HashSettings,
     block_hashes,
 )
+from pcache.defaults import DEFAULT_PROFILE, PROFILE_NAMES
+from pcache.errors import UsageError
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, render, resolve_renderer
 from pcache.prompt.rendered import RenderedPrompt
@@ -30,10 +32,15 @@ class Settings:
     cache_salt: str | None = None
     date: str = DEFAULT_DATE
     add_generation_prompt: bool = True
+    profile: str = DEFAULT_PROFILE
+    """The cache whose reuse rules price what lint and the report find (`--profile`)."""
 
     def __post_init__(self) -> None:
         HashSettings(algo=self.hash_algo, block_size=self.block_size)  # validates both
         validate_date(self.date)
+        if self.profile not in PROFILE_NAMES:
+            names = ", ".join(PROFILE_NAMES)
+            raise UsageError(f"--profile must be one of {names}, got {self.profile!r}")
 
     def render_options(self) -> RenderOptions:
         return RenderOptions(date=self.date, add_generation_prompt=self.add_generation_prompt)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pcache.cache.profiles import load_profile
 from pcache.errors import TokenizerError
+from pcache.pipeline import Settings
 from pcache.prefix import common_prefix_length
 from pcache.prompt.chat_jinja import _tojson
 from pcache.prompt.hf_pieces import HFPieces, longest_match_pattern
@@ -150,7 +151,7 @@ def test_a_template_that_refuses_the_shared_prefix_alone_still_lints():
     assert first.tokens_before_message(1) == shared > 100
     report = lint_values(
         [body("Alpha question?"), body("Where is my parcel now?")],
-        LintOptions(tokenizer=str(hf_model_dir("llama3.1"))),
+        LintOptions(settings=Settings(tokenizer=str(hf_model_dir("llama3.1")))),
     )
     assert "PC501" not in {d.code for d in report.diagnostics}
 

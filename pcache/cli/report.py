@@ -75,7 +75,7 @@ def report_command(
     from pcache.cli.console import stderr, write_json
     from pcache.errors import UsageError
     from pcache.files import check_writable, write_atomically
-    from pcache.pipeline import validate_date
+    from pcache.pipeline import Settings, validate_date
     from pcache.report.build import ReportOptions, build_report, check_inputs
 
     if format not in FORMATS:
@@ -90,10 +90,9 @@ def report_command(
         paths=list(paths),
         replay_files=list(replay or []),
         calibration=calibration,
-        tokenizer=tokenizer,
-        profile=profile,
-        block_size=block_size,
-        date=validate_date(date),
+        settings=Settings(
+            tokenizer=tokenizer, profile=profile, block_size=block_size, date=validate_date(date)
+        ),
         model=model,
         sweep_points=sweep_points,
     )

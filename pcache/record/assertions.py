@@ -88,14 +88,17 @@ def assert_cacheable(
     returned when the assertion holds. The failure lists the findings that explain the loss.
     """
     __tracebackhide__ = True
+    from pcache.pipeline import Settings
     from pcache.prompt.inputs import values_from
     from pcache.rules.runner import LintOptions, lint_values
 
-    defaults = LintOptions()
+    defaults = Settings()
     options = LintOptions(
-        tokenizer=tokenizer or defaults.tokenizer,
-        profile=profile,
-        block_size=block_size or defaults.block_size,
+        settings=Settings(
+            tokenizer=tokenizer or defaults.tokenizer,
+            profile=profile,
+            block_size=block_size or defaults.block_size,
+        )
     )
     report = lint_values(values_from(requests), options, source="requests")
     summary = report.summary

@@ -14,15 +14,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pcache.cache.capacity import resolve_model
-from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import reusable
 from pcache.defaults import PROFILE_NAMES
 from pcache.errors import InputError, UsageError
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings
-from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
-from pcache.prompt.tokenizer import DEFAULT_DATE
+from pcache.prompt.render import resolve_renderer
 from pcache.replayer.report import ReplayReport
 from pcache.report.causes import BranchPoint, Origin, branch_points, explain_branch_points
 from pcache.report.outcomes import ReplayFile, read_replay_file
@@ -43,10 +41,8 @@ class ReportOptions:
     replay_files: list[str] = field(default_factory=list)
     calibration: str | None = None
     """A file of `pcache replay --engine --save-calibration`: its fit predicts the TTFTs."""
-    tokenizer: str = DEFAULT_TOKENIZER
-    profile: str = "vllm"
-    block_size: int = DEFAULT_BLOCK_SIZE
-    date: str = DEFAULT_DATE
+    settings: Settings = field(default_factory=Settings)
+    """Tokenizer, block size, date and profile, as lint and replay take them."""
     model: str = DEFAULT_MODEL
     sweep_points: int = 8
     max_nodes: int = 240
@@ -54,6 +50,22 @@ class ReportOptions:
     labelled_branches: int = 12
     max_findings: int = 2000
     """Findings listed in the page's table (all are counted in the chart and the summary)."""
+
+    @property
+    def tokenizer(self) -> str:
+        return self.settings.tokenizer
+
+    @property
+    def profile(self) -> str:
+        return self.settings.profile
+
+    @property
+    def block_size(self) -> int:
+        return self.settings.block_size
+
+    @property
+    def date(self) -> str:
+        return self.settings.date
 
 
 @dataclass(slots=True)
@@ -141,8 +153,6 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     from pcache.replayer.simulate import simulate, sweep_capacities
     from pcache.rules.runner import expand_paths
 
-    if options.profile not in PROFILES:
-        raise UsageError(f"--profile must be one of {', '.join(PROFILES)}, got {options.profile!r}")
     replay_files = [read_replay_file(path) for path in options.replay_files]
     calibration = None
     if options.calibration is not None:
@@ -282,10 +292,7 @@ def _lint(options: ReportOptions):
         source=f"{config_path}" if config_path else "config",
     )
     lint_options = LintOptions(
-        tokenizer=options.tokenizer,
-        profile=options.profile,
-        block_size=options.block_size,
-        date=options.date,
+        settings=options.settings,
         selection=selection,
     )
     return lint_paths(list(options.paths), lint_options, config)

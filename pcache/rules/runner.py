@@ -10,16 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import load_profile
 from pcache.divergence.classify import explain
 from pcache.errors import InputError, UsageError
+from pcache.pipeline import Settings
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
 from pcache.prompt.request import Request, request_from_document, request_of
 from pcache.prompt.segment_cache import SegmentCachedRenderer
-from pcache.prompt.tokenizer import DEFAULT_DATE
 from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
@@ -43,17 +42,31 @@ KEEP_RENDERED = 512
 
 @dataclass(frozen=True, slots=True)
 class LintOptions:
-    tokenizer: str = DEFAULT_TOKENIZER
-    profile: str = "vllm"
-    block_size: int = DEFAULT_BLOCK_SIZE
-    date: str = DEFAULT_DATE
+    settings: Settings = field(default_factory=Settings)
+    """Tokenizer (and template), block size, date and profile; hashing is not used by lint."""
     selection: Selection = field(default_factory=Selection)
     fix: bool = False
     renderer: Any = None
-    """A renderer object to use instead of resolving `tokenizer` (libraries, tests)."""
+    """A renderer object to use instead of resolving `settings.tokenizer` (libraries, tests)."""
     template_chosen: bool | None = None
     """Whether the template is the one the user's model uses (rules about the template speak
-    only then); None: when `tokenizer` is not the default or `renderer` is given."""
+    only then); None: when the tokenizer is not the default or `renderer` is given."""
+
+    @property
+    def tokenizer(self) -> str:
+        return self.settings.tokenizer
+
+    @property
+    def profile(self) -> str:
+        return self.settings.profile
+
+    @property
+    def block_size(self) -> int:
+        return self.settings.block_size
+
+    @property
+    def date(self) -> str:
+        return self.settings.date
 
     @property
     def speaks_for_template(self) -> bool:

@@ -134,7 +134,10 @@ def test_missing_path_and_bad_options_exit_2(cli):
     for args, message in (
         ((CLEAN, "--select", "PC999"), "--select: unknown rule code or prefix 'PC999'"),
         ((CLEAN, "--format", "xml"), "--format must be one of"),
-        ((CLEAN, "--profile", "gemini"), "--profile must be vllm, sglang, openai or anthropic"),
+        (
+            (CLEAN, "--profile", "gemini"),
+            "--profile must be one of vllm, sglang, openai, anthropic",
+        ),
         ((), "no input"),
     ):
         bad = cli("lint", *args)

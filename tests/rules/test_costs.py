@@ -100,7 +100,7 @@ def test_costs_add_up_and_if_fixed_is_a_replay_bound(generated, tmp_path):
     planted, fixed = generated
     planted_path = _write(tmp_path, "planted.jsonl", planted)
     fixed_path = _write(tmp_path, "fixed.jsonl", fixed)
-    report = lint_paths([str(planted_path)], LintOptions(tokenizer=TOKENIZER))
+    report = lint_paths([str(planted_path)], LintOptions(settings=Settings(tokenizer=TOKENIZER)))
     summary = report.summary
     assert summary.reusable_tokens == _replayed_hits(planted_path)
     charged = sum(row.tokens_reprefilled for row in summary.rules)
@@ -109,7 +109,7 @@ def test_costs_add_up_and_if_fixed_is_a_replay_bound(generated, tmp_path):
     assert summary.unattributed_tokens >= 0
     fixed_hits = _replayed_hits(fixed_path)
     assert summary.reusable_tokens <= summary.reusable_tokens_if_fixed <= fixed_hits
-    clean = lint_paths([str(fixed_path)], LintOptions(tokenizer=TOKENIZER))
+    clean = lint_paths([str(fixed_path)], LintOptions(settings=Settings(tokenizer=TOKENIZER)))
     # the fixed log keeps one constant time of day: a warning on its own, never a lost token
     charged_or_errors = [d for d in clean.diagnostics if d.code != "PC101" or d.tokens_reprefilled]
     assert not charged_or_errors, [(d.code, d.message) for d in charged_or_errors]

@@ -162,7 +162,7 @@ def test_a_planted_cause_is_charged_what_fixing_it_saves(cause, seed, tmp_path):
     planted, corrected, clean = generate(cause, seed)
     planted_path = _write(tmp_path, "planted.jsonl", planted)
     corrected_path = _write(tmp_path, "corrected.jsonl", corrected)
-    report = lint_paths([str(planted_path)], LintOptions(tokenizer=TOKENIZER))
+    report = lint_paths([str(planted_path)], LintOptions(settings=Settings(tokenizer=TOKENIZER)))
     charged = [d for d in report.diagnostics if d.tokens_reprefilled]
     rule = CAUSES[cause]
     assert charged, [(d.code, d.message) for d in report.diagnostics]
@@ -185,7 +185,8 @@ def test_a_planted_cause_is_charged_what_fixing_it_saves(cause, seed, tmp_path):
     assert result.cause.rule["code"] == rule, result.cause
 
     clean_report = lint_paths(
-        [str(_write(tmp_path, "clean.jsonl", clean))], LintOptions(tokenizer=TOKENIZER)
+        [str(_write(tmp_path, "clean.jsonl", clean))],
+        LintOptions(settings=Settings(tokenizer=TOKENIZER)),
     )
     loud = [d for d in clean_report.diagnostics if d.severity in ("error", "warning")]
     assert not loud, [(d.code, d.message) for d in loud]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pcache.pipeline import Settings
 from pcache.prompt.render import resolve_renderer
 from pcache.prompt.segment_cache import SegmentCachedRenderer
 from pcache.rules.runner import LintOptions, lint_values
@@ -102,7 +103,9 @@ def test_append_only_sessions_are_never_reported(sessions, with_ids, profile):
                 if with_ids:
                     body["session_id"] = f"s{number}"
                 requests.append(body)
-    report = lint_values(requests, LintOptions(tokenizer="o200k_base", profile=profile))
+    report = lint_values(
+        requests, LintOptions(settings=Settings(tokenizer="o200k_base", profile=profile))
+    )
     assert not report.diagnostics, [(d.code, d.message) for d in report.diagnostics]
     assert report.failing == 0
     summary = report.summary

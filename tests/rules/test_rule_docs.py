@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from pcache.pipeline import Settings
 from pcache.rules import REGISTRY
 from pcache.rules.runner import LintOptions, lint_values
 from pcache.rules.selection import Selection
@@ -31,8 +32,7 @@ def _block_after(doc: str, heading: str) -> tuple[list, dict]:
 
 def _lint(code: str, requests: list, settings: dict, renderer=None):
     options = LintOptions(
-        tokenizer=settings["tokenizer"],
-        profile=settings["profile"],
+        settings=Settings(tokenizer=settings["tokenizer"], profile=settings["profile"]),
         selection=Selection((code,)),
         renderer=renderer,
         template_chosen=True,

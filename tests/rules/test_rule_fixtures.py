@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pcache.pipeline import Settings
 from pcache.rules import REGISTRY
 from pcache.rules.runner import LintOptions, lint_values
 from pcache.rules.selection import Selection
@@ -31,8 +32,7 @@ def lint_case(code: str, settings: dict, case: dict):
 
         tokenizer = str(hf_model_dir(tokenizer[3:]))
     options = LintOptions(
-        tokenizer=tokenizer,
-        profile=case.get("profile", settings["profile"]),
+        settings=Settings(tokenizer=tokenizer, profile=case.get("profile", settings["profile"])),
         selection=Selection((code,)),
         renderer=renderer,
         template_chosen=True,
