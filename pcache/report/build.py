@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from pcache.cache.capacity import resolve_model
 from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import reusable
-from pcache.defaults import PROFILE_NAMES
 from pcache.errors import InputError, UsageError
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings
@@ -31,7 +30,6 @@ from pcache.traces.record import Trace
 if TYPE_CHECKING:
     from pcache.replayer.calibration import Calibration
 
-PROFILES = PROFILE_NAMES
 HASH_FORMATS = ("mooncake", "bailian")
 
 

@@ -23,7 +23,6 @@ from pcache.errors import ConfigError, InputError
 from pcache.files import read_text
 from pcache.rules.selection import SelectionInput
 
-PROFILES = PROFILE_NAMES
 """The caches `lint` prices findings for (`--profile` and `profile`)."""
 KNOWN_KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "profile", "tokenizer"}
 
@@ -117,8 +116,8 @@ def load_config(path: Path | None) -> LintConfig:
             if not isinstance(lint[key], str):
                 raise ConfigError(f"{where} {key} must be a string")
             setattr(config, key, lint[key])
-    if config.profile is not None and config.profile not in PROFILES:
+    if config.profile is not None and config.profile not in PROFILE_NAMES:
         raise ConfigError(
-            f"{where} profile must be one of {', '.join(PROFILES)}, got {config.profile!r}"
+            f"{where} profile must be one of {', '.join(PROFILE_NAMES)}, got {config.profile!r}"
         )
     return config
