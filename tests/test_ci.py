@@ -48,7 +48,9 @@ def test_ci_calls_pytest_itself_and_never_hides_a_failed_install():
 
 FAKE_PYTHON = """#!/usr/bin/env bash
 case "$*" in
-  "-m pip install"*) echo "pip $*" >>"$LOG"; exit "${PIP_STATUS:-0}" ;;
+  "-m pip install"*) echo "pip $*" >>"$LOG"
+    if [[ -n ${PIP_NEEDS_INDEX:-} && "$*" == *torch==* && "$*" != *--index-url* ]]; then exit 1; fi
+    exit "${PIP_STATUS:-0}" ;;
   "-c "*) echo "${CUDA:-}" ;;
   "-m pytest"*) echo "pytest $*" >>"$LOG"; printf '%b\\n' "$PYTEST_OUTPUT"; exit "$PYTEST_STATUS" ;;
   *) exit 99 ;;
@@ -96,8 +98,15 @@ def ci_copy(tmp_path):
 def test_ci_passes_when_tests_pass(ci_copy):
     done, log = ci_copy()
     assert done.returncode == 0, done.stderr
-    assert "pip -m pip install -q -c" in log and "--index-url https://download.pytorch.org" in log
+    assert "pip -m pip install -q -c" in log and "torch==2.13.0+cpu" in log
+    assert "--index-url" not in log  # pip's configured sources had it
     assert "pytest -m pytest -q -n 2" in log
+
+
+def test_ci_falls_back_to_pytorchs_cpu_index(ci_copy):
+    done, log = ci_copy(PIP_NEEDS_INDEX="1")
+    assert done.returncode == 0, done.stderr
+    assert "--index-url https://download.pytorch.org/whl/cpu torch==2.13.0+cpu" in log
 
 
 def test_ci_fails_when_the_readme_lost_the_test_line(ci_copy, tmp_path):
