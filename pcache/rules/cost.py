@@ -26,15 +26,13 @@ from typing import TYPE_CHECKING
 
 from pcache.cache.reuse import Match, PrefixIndex, reusable
 from pcache.divergence.classify import Divergence
-from pcache.prefix import common_run_length
+from pcache.rules.splice import Edit, apply, from_original, splice, to_original
 
 if TYPE_CHECKING:
     from pcache.cache.profiles import Profile
     from pcache.rules.base import Rule
     from pcache.rules.context import RequestContext
 
-ANCHOR = 8
-"""Tokens of the earlier prompt that must reappear in the request for the rest to realign."""
 MIN_SHARED_CONTENT = 24
 """Characters of the changed part itself that must follow an undone change in the realigned
 prefix when nothing of a later part does: realigning over template text alone (a value at the
@@ -43,94 +41,6 @@ FORGET_EVERY = 256
 """Requests between two passes that forget the requests no cache can name any more."""
 MAX_STEPS = 16
 """Divergences undone per request at most (each one must save tokens)."""
-
-
-def splice(
-    reference: Sequence[int], tokens: Sequence[int], start: int, end: int, reference_end: int
-):
-    """Undo the change at `start`, which lies in `tokens[start:end]` and, in the reference, in
-    `reference[start:reference_end]`: `(spliced, a, b)` with
-    `spliced = tokens[:start] + reference[start:start+a] + tokens[start+b:]`,
-    `start + b <= end` and `start + a <= reference_end`, where the rest of the reference
-    realigns so that `spliced` shares the longest prefix with it; None when nothing of the
-    reference after `start` reappears there."""
-    if start >= len(reference):
-        return None
-    width = min(ANCHOR, len(reference) - start)
-    last = min(end, len(tokens) - width)
-    best = None
-    a = start
-    while a <= reference_end and a + width <= len(reference):
-        b = _find(tokens, reference[a : a + width], start, last)
-        if b is None:
-            a += 1
-            continue
-        matched = common_run_length(reference, a, tokens, b)
-        if best is None or a + matched > best[0]:
-            best = (a + matched, a - start, b - start)
-            if a + matched == len(reference):
-                break  # realigned to the reference's end: nothing can share more
-        a += max(matched, 1)
-    if best is None:
-        return None
-    _, taken, dropped = best
-    spliced = [*tokens[:start], *reference[start : start + taken], *tokens[start + dropped :]]
-    return spliced, taken, dropped
-
-
-def _find(tokens: Sequence[int], anchor: Sequence[int], low: int, high: int) -> int | None:
-    """First `b` in `[low, high]` where `tokens[b:]` starts with `anchor`."""
-    width, head = len(anchor), anchor[0]
-    position = low
-    while position <= high:
-        try:
-            position = tokens.index(head, position, high + 1)
-        except ValueError:
-            return None
-        if tokens[position : position + width] == anchor:
-            return position
-        position += 1
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class Edit:
-    """Tokens `[start, start + taken)` of an edited prompt replace `dropped` tokens of the
-    prompt before this edit (positions in the prompt as edited so far)."""
-
-    start: int
-    taken: int
-    dropped: int
-    rule: Rule | None = None
-    """The rule whose divergence this edit undid."""
-    origin: int | None = None
-    """The request (its number) whose finding undid it first."""
-
-
-def to_original(edits: Sequence[Edit], position: int) -> int | None:
-    """Where `position` of the edited prompt was in the prompt as sent (inside a splice: where
-    the spliced change began)."""
-    for edit in reversed(edits):
-        if position < edit.start:
-            continue
-        if position < edit.start + edit.taken:
-            position = edit.start
-            continue
-        position += edit.dropped - edit.taken
-    return position
-
-
-def from_original(edits: Sequence[Edit], position: int) -> int:
-    """Where token `position` of the prompt as sent is after `edits` (a splice's end if it
-    fell inside one)."""
-    for edit in edits:
-        if position < edit.start:
-            continue
-        if position < edit.start + edit.dropped:
-            position = edit.start + edit.taken
-        else:
-            position += edit.taken - edit.dropped
-    return position
 
 
 @dataclass(slots=True)
@@ -154,13 +64,6 @@ class Earlier:
 
     taken: list[tuple[int, ...]] = field(default_factory=list)
     """The tokens each edit put in (parallel to `edits`)."""
-
-
-def apply(tokens: Sequence[int], edits: Sequence[Edit], taken: Sequence[tuple[int, ...]]):
-    result = list(tokens)
-    for edit, put in zip(edits, taken, strict=True):
-        result[edit.start : edit.start + edit.dropped] = put
-    return result
 
 
 @dataclass(slots=True)
