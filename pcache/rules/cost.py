@@ -54,6 +54,11 @@ class Earlier:
     fixed: list[int] | None = None
     """The fixed version's tokens while kept (None: recomputed from `edits`)."""
 
+    taken: list[tuple[int, ...]] = field(default_factory=list)
+    """The tokens each edit put in (parallel to `edits`)."""
+    num_tokens: int = 0
+    """The length of the request as sent."""
+
     def tokens(self, fixed: bool) -> list[int]:
         tokens = self.context.token_ids
         if not fixed or not self.edits:
@@ -62,8 +67,11 @@ class Earlier:
             self.fixed = apply(tokens, self.edits, self.taken)
         return self.fixed
 
-    taken: list[tuple[int, ...]] = field(default_factory=list)
-    """The tokens each edit put in (parallel to `edits`)."""
+    def length(self, fixed: bool) -> int:
+        """`len(self.tokens(fixed))`, without rendering the request again."""
+        if not fixed:
+            return self.num_tokens
+        return self.num_tokens + sum(edit.taken - edit.dropped for edit in self.edits)
 
 
 @dataclass(slots=True)
@@ -118,12 +126,12 @@ def walk(
             break
         holder = earlier[result.match.holder]
         assert holder is not None, result.match.holder  # a holder is never dropped
-        reference = holder.tokens(fixed)
         divergence_at = result.match.length
-        if divergence_at >= len(reference) or divergence_at >= len(result.tokens):
+        if divergence_at >= holder.length(fixed) or divergence_at >= len(result.tokens):
             break  # the earlier prompt ends here: what follows is this request's own
         repeated = _repeated_change(holder, result.tokens, divergence_at) if fixed else None
         if repeated is not None:  # the request repeats a change undone in the earlier one
+            reference = holder.tokens(fixed)
             candidate = [
                 *result.tokens[: repeated.start],
                 *reference[repeated.start : repeated.start + repeated.taken],
@@ -147,6 +155,7 @@ def walk(
         divergence, rule = classified
         if rule is None or not undoes(rule):
             break
+        reference = holder.tokens(fixed)
         end = from_original(result.edits, divergence.b_end)
         reference_end = from_original(holder.edits, divergence.a_end) if fixed else divergence.a_end
         spliced = splice(reference, result.tokens, divergence_at, end, reference_end)
@@ -300,7 +309,9 @@ class Costs:
             edit if edit.origin is not None or edit.rule is None else replace(edit, origin=number)
             for edit in fixed.edits
         ]
-        self.earlier.append(Earlier(current, current.session, edits, None, fixed.taken))
+        self.earlier.append(
+            Earlier(current, current.session, edits, None, fixed.taken, len(tokens))
+        )
         self.namespaces.add(namespace)
         self._drop_released()
         return Settled(
