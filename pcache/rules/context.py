@@ -66,8 +66,7 @@ class RequestContext:
         self._history_keys: list[tuple] | None = None
         self._slots: list[tuple[tuple, str, str]] | None = None
         self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
-        self.fixed_token_ids: list[int] | None = None
-        """This request with the changes its findings name undone (None: nothing undone)."""
+        self._prefix_part: bytes | None = None
 
     @property
     def is_chat(self) -> bool:
@@ -220,6 +219,15 @@ class RequestContext:
             ):
                 return span.start
         return None
+
+    @property
+    def prefix_part(self) -> bytes:
+        """The shared part as sent (`sessions.prefix_part`), computed once."""
+        if self._prefix_part is None:
+            from pcache.rules.sessions import prefix_part
+
+            self._prefix_part = prefix_part(self.request)
+        return self._prefix_part
 
     @property
     def is_rendered(self) -> bool:

@@ -33,7 +33,7 @@ from pcache.rules.cost import MIN_SHARED_CONTENT, Charge, Costs, Earlier
 from pcache.rules.divergence_findings import divergence_violation
 from pcache.rules.fixes import fix_files
 from pcache.rules.selection import Selection
-from pcache.rules.sessions import SessionTracker, shares_prefix_part
+from pcache.rules.sessions import SessionTracker
 from pcache.rules.summary import LintReport, LintSummary, RuleTotal
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -253,7 +253,7 @@ class _Run:
         def classify(holder: Earlier, at_holder: int, at_request: int):
             same = holder.session == current.session
             earlier = holder.context
-            if not same and shares_prefix_part(earlier.request, current.request):
+            if not same and earlier.prefix_part == current.prefix_part:
                 return None  # another conversation's own messages: nothing to undo
             was_rendered = earlier.is_rendered
             divergence = explain(earlier.rendered, current.rendered, at_holder, at_request, same)

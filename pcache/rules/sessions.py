@@ -158,15 +158,12 @@ def distinct_conversations(a: Request, b: Request) -> bool:
     return all(isinstance(u, str) and u for u in users) and users[0] != users[1]
 
 
-def shares_prefix_part(a: Request, b: Request) -> bool:
-    """Whether two requests send the same shared part (tools, the system and developer messages
-    ahead of the first turn, the parameters a template renders): then where their prompts part,
-    each conversation's own messages begin."""
-    if a.cache_salt != b.cache_salt or _exact(a.tools) != _exact(b.tools):
-        return False  # compared as sent: the same schema in another key order is a change
-    if any(a.raw.get(key) != b.raw.get(key) for key in RENDERED_PARAMETERS):
-        return False
-    return _exact(prefix_messages(a)) == _exact(prefix_messages(b))
+def prefix_part(request: Request) -> bytes:
+    """The shared part of a request as sent: tools, the system and developer messages ahead of
+    the first turn, the parameters a template renders (key order counts). Two conversations
+    that send the same part part where each one's own messages begin."""
+    parameters = [request.raw.get(key) for key in RENDERED_PARAMETERS]
+    return _exact([request.cache_salt, request.tools, parameters, prefix_messages(request)])
 
 
 def _exact(value: Any) -> bytes:
