@@ -106,16 +106,19 @@ class PrefixIndex:
     def insert(self, match: Match) -> int:
         """Remember the prompt `match` was computed for; returns its number (0, 1, ...)."""
         number = self.num_prompts
+        parent = match.parent
+        created = []
+        add_child, blocks = self._add_child, self.blocks
+        for block in match.blocks[match.matched_blocks :]:
+            add_child(parent, block)
+            parent = hash((parent, block))
+            blocks.add(parent)
+            created.append(parent)
         holders = self.holders
         holders.update(dict.fromkeys(match.chain, number))
-        parent = match.parent
-        for block in match.blocks[match.matched_blocks :]:
-            self._add_child(parent, block, number)
-            parent = hash((parent, block))
-            self.blocks.add(parent)
-            holders[parent] = number
-        if match.tail:
-            self._add_child(parent, match.tail, number)
+        holders.update(dict.fromkeys(created, number))
+        if match.tail and add_child(parent, match.tail):
+            holders[(parent, match.tail)] = number  # (a prefix of a longer one keeps its holder)
         self.num_prompts += 1
         return number
 
@@ -130,24 +133,20 @@ class PrefixIndex:
         self.insert(found)
         return found.length
 
-    def _add_child(self, parent: int, continuation: tuple[int, ...], number: int) -> None:
-        """Add a continuation after `parent`; a partial one records its holder here (a full
-        block's holder is its chained hash's, which every prompt through it updates)."""
+    def _add_child(self, parent: int, continuation: tuple[int, ...]) -> bool:
+        """Add a continuation after `parent`; False when a longer one already holds it. (A
+        partial one's holder is set by `insert`; a full block's holder is its chained hash's,
+        which every prompt through it updates.)"""
         kids = self.children.setdefault(parent, [])
-        holders = self.holders
-        partial = len(continuation) < self.block_size
         at = bisect_left(kids, continuation)
         if at < len(kids) and kids[at][: len(continuation)] == continuation:
-            if partial and kids[at] == continuation:
-                holders[(parent, continuation)] = number
-            return  # already there, or a prefix of one that is (whose holder shares it all)
+            return len(kids[at]) == len(continuation)  # already there, or a prefix of one
         if at and continuation[: len(kids[at - 1])] == kids[at - 1]:
-            holders.pop((parent, kids[at - 1]), None)
+            self.holders.pop((parent, kids[at - 1]), None)
             kids[at - 1] = continuation  # extends the one before it (which sorts just before)
         else:
             insort(kids, continuation, lo=at)
-        if partial:
-            holders[(parent, continuation)] = number
+        return True
 
     def check_integrity(self) -> None:
         assert all(0 <= number < self.num_prompts for number in self.holders.values())
