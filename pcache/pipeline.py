@@ -22,6 +22,29 @@ from pcache.prompt.request import Request, request_of
 from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
 
 
+class WithSettings:
+    """Options that embed a `Settings` (`settings`) read its fields through these names."""
+
+    __slots__ = ()
+    settings: Settings
+
+    @property
+    def tokenizer(self) -> str:
+        return self.settings.tokenizer
+
+    @property
+    def profile(self) -> str:
+        return self.settings.profile
+
+    @property
+    def block_size(self) -> int:
+        return self.settings.block_size
+
+    @property
+    def date(self) -> str:
+        return self.settings.date
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Rendering and hashing settings chosen on the command line."""

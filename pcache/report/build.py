@@ -18,7 +18,7 @@ from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import reusable
 from pcache.errors import InputError, UsageError
 from pcache.models import DEFAULT_MODEL
-from pcache.pipeline import Settings
+from pcache.pipeline import Settings, WithSettings
 from pcache.prompt.render import resolve_renderer
 from pcache.replayer.report import ReplayReport
 from pcache.report.causes import BranchPoint, Origin, branch_points, explain_branch_points
@@ -34,7 +34,7 @@ HASH_FORMATS = ("mooncake", "bailian")
 
 
 @dataclass(frozen=True, slots=True)
-class ReportOptions:
+class ReportOptions(WithSettings):
     paths: list[str]
     replay_files: list[str] = field(default_factory=list)
     calibration: str | None = None
@@ -48,22 +48,6 @@ class ReportOptions:
     labelled_branches: int = 12
     max_findings: int = 2000
     """Findings listed in the page's table (all are counted in the chart and the summary)."""
-
-    @property
-    def tokenizer(self) -> str:
-        return self.settings.tokenizer
-
-    @property
-    def profile(self) -> str:
-        return self.settings.profile
-
-    @property
-    def block_size(self) -> int:
-        return self.settings.block_size
-
-    @property
-    def date(self) -> str:
-        return self.settings.date
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 from pcache.cache.profiles import load_profile
 from pcache.divergence.classify import explain
 from pcache.errors import InputError, UsageError
-from pcache.pipeline import Settings
+from pcache.pipeline import Settings, WithSettings
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
@@ -41,7 +41,7 @@ KEEP_RENDERED = 512
 
 
 @dataclass(frozen=True, slots=True)
-class LintOptions:
+class LintOptions(WithSettings):
     settings: Settings = field(default_factory=Settings)
     """Tokenizer (and template), block size, date and profile; hashing is not used by lint."""
     selection: Selection = field(default_factory=Selection)
@@ -51,22 +51,6 @@ class LintOptions:
     template_chosen: bool | None = None
     """Whether the template is the one the user's model uses (rules about the template speak
     only then); None: when the tokenizer is not the default or `renderer` is given."""
-
-    @property
-    def tokenizer(self) -> str:
-        return self.settings.tokenizer
-
-    @property
-    def profile(self) -> str:
-        return self.settings.profile
-
-    @property
-    def block_size(self) -> int:
-        return self.settings.block_size
-
-    @property
-    def date(self) -> str:
-        return self.settings.date
 
     @property
     def speaks_for_template(self) -> bool:
