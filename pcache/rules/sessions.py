@@ -159,12 +159,9 @@ def distinct_conversations(a: Request, b: Request) -> bool:
 
 
 def prefix_part(request: Request) -> bytes:
-    """The shared part of a request as sent: tools, the system and developer messages ahead of
-    the first turn, the parameters a template renders (key order counts). Two conversations
-    that send the same part part where each one's own messages begin."""
+    """A digest of the shared part of a request as sent: tools, the system and developer
+    messages ahead of the first turn, the parameters a template renders (key order counts).
+    Two conversations that send the same part part where each one's own messages begin."""
     parameters = [request.raw.get(key) for key in RENDERED_PARAMETERS]
-    return _exact([request.cache_salt, request.tools, parameters, prefix_messages(request)])
-
-
-def _exact(value: Any) -> bytes:
-    return orjson.dumps(value)
+    sent = orjson.dumps([request.cache_salt, request.tools, parameters, prefix_messages(request)])
+    return hashlib.blake2b(sent, digest_size=16).digest()
