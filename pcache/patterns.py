@@ -110,21 +110,10 @@ def value_at(patterns, a_text: str, a_char: int, b_text: str, b_char: int) -> bo
     )
 
 
-def is_volatile(text: str) -> bool:
-    """Text holding a clock, a date, an epoch or a random-looking id."""
-    return any(p.search(text) for p in (*CHANGING_CLOCK, RANDOM_ID))
-
-
 @lru_cache(maxsize=4096)
 def search_clock(text: str) -> tuple[int, str] | None:
     """First time-of-day value in `text` (cached: system prompts repeat across sessions)."""
     match = CLOCK.search(text)
-    return (match.start(), match.group(0)) if match else None
-
-
-@lru_cache(maxsize=4096)
-def search_date(text: str) -> tuple[int, str] | None:
-    match = DATE.search(text)
     return (match.start(), match.group(0)) if match else None
 
 

@@ -14,7 +14,6 @@ shared part (system prompt, tools, parameters) can hold a defect: a clock, an id
 
 from __future__ import annotations
 
-import unicodedata
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from pcache.divergence.history import (
     canonical_text,
     compare_messages,
     normalize_numbers,
-    normalize_whitespace,
+    squash,
 )
 from pcache.jsonpath import get_path, head
 from pcache.patterns import CHANGING_CLOCK, CHANGING_ID, value_at
@@ -214,16 +213,12 @@ def _text_kind(a_text: str, char_a: int, b_text: str, char_b: int) -> str | None
         return "random_id"
     at_space = a_text[char_a : char_a + 1].isspace() or b_text[char_b : char_b + 1].isspace()
     if at_space:
-        left = _squash(a_text[char_a : char_a + 200])
-        right = _squash(b_text[char_b : char_b + 200])
+        left = squash(a_text[char_a : char_a + 200])
+        right = squash(b_text[char_b : char_b + 200])
         keep = min(len(left), len(right)) - 16
         if keep > 0 and left[:keep] == right[:keep]:
             return "whitespace"
     return None
-
-
-def _squash(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def _template_text(ra: Request, rb: Request, same_conversation: bool) -> tuple[str, str, Unit]:
@@ -385,7 +380,7 @@ def _classify_prefix_message(
         return kind, f"in {where}", unit
     old, new = ma.get("content"), mb.get("content")
     if isinstance(old, str) and isinstance(new, str):
-        if _squash(old) == _squash(new):
+        if squash(old) == squash(new):
             return "whitespace", f"in {where}", unit
         if normalize_numbers(old) == normalize_numbers(new):
             return "number_format", f"in {where}", unit
@@ -444,9 +439,7 @@ def _message_change(a, b, ma, mb, index, a_text, char_a, b_text, char_b) -> tupl
     if images and _text_parts(content_a) == _text_parts(content_b):
         return "image", f"an image of {where} changed"
     if isinstance(content_a, str) and isinstance(content_b, str) and content_a != content_b:
-        if normalize_whitespace(content_a) == normalize_whitespace(content_b) or _squash(
-            content_a
-        ) == _squash(content_b):
+        if squash(content_a) == squash(content_b):
             return "whitespace", f"in {where}"
         same_value = role == "tool" and canonical_text(content_a) == canonical_text(content_b)
         if same_value and normalize_numbers(content_a) != normalize_numbers(content_b):

@@ -30,17 +30,14 @@ class HistoryChange:
 
 
 def compare_messages(
-    old_messages: list[dict[str, Any]],
-    new_messages: list[dict[str, Any]],
-    old_keys: list[tuple] | None = None,
-    new_keys: list[tuple] | None = None,
+    old_messages: list[dict[str, Any]], new_messages: list[dict[str, Any]]
 ) -> HistoryChange:
     """How `new_messages` (a later request) relates to `old_messages` (an earlier one of the
-    same conversation); `*_keys`: their `history_key`s when already computed."""
+    same conversation)."""
     if new_messages[: len(old_messages)] == old_messages:  # the common case, at C speed
         return HistoryChange("append", len(old_messages))
-    old = old_keys if old_keys is not None else [history_key(m) for m in old_messages]
-    new = new_keys if new_keys is not None else [history_key(m) for m in new_messages]
+    old = [history_key(message) for message in old_messages]
+    new = [history_key(message) for message in new_messages]
     return _classify(old, new, old_messages, new_messages)
 
 
@@ -128,6 +125,11 @@ def normalize_whitespace(text: str) -> str:
         return text.strip()
     text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
     return "\n".join(line.rstrip() for line in text.split("\n")).strip()
+
+
+def squash(text: str) -> str:
+    """Text with every run of whitespace one space, in NFC: what whitespace drift keeps."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def tool_function(tool: dict[str, Any]) -> dict[str, Any]:

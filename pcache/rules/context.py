@@ -63,7 +63,6 @@ class RequestContext:
         self._text: tuple[str, DeferredSpans] | None = None
         self._token_ids: list[int] | None = None
         self._segments: Any = None
-        self._history_keys: list[tuple] | None = None
         self._slots: list[tuple[tuple, str, str]] | None = None
         self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
         self._prefix_part: bytes | None = None
@@ -75,15 +74,6 @@ class RequestContext:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return self.request.messages
-
-    @property
-    def history_keys(self) -> list[tuple]:
-        """Each message as the cache sees it (see `slots.history_key`), computed once."""
-        if self._history_keys is None:
-            from pcache.rules.slots import history_key
-
-            self._history_keys = [history_key(message) for message in self.request.messages]
-        return self._history_keys
 
     @property
     def prefix_slots(self) -> list[tuple[tuple, str, str]]:
@@ -171,13 +161,6 @@ class RequestContext:
         return common_prefix_length(self.render_messages(index), self.token_ids)
 
     @property
-    def last_user_index(self) -> int:
-        for index in range(len(self.messages) - 1, -1, -1):
-            if self.messages[index]["role"] == "user":
-                return index
-        return len(self.messages)
-
-    @property
     def first_turn_index(self) -> int:
         """Index of the first message that is not a system or developer message."""
         for index, message in enumerate(self.messages):
@@ -211,14 +194,6 @@ class RequestContext:
             if span.path == source_path
             or span.path.startswith((source_path + ".", source_path + "["))
         )
-
-    def char_of_path(self, source_path: str) -> int | None:
-        for span in self.rendered.spans:
-            if span.path == source_path or span.path.startswith(
-                (source_path + ".", source_path + "[")
-            ):
-                return span.start
-        return None
 
     @property
     def prefix_part(self) -> bytes:

@@ -197,6 +197,7 @@ class Settled:
 
     reused: int
     charges: list[Charge]
+    """The reported divergences undone in the request, with what each is charged."""
     unattributed: dict[str, int]
     fixed_tokens: int
     fixed_reused: int
@@ -226,16 +227,10 @@ class Costs:
         the rule's next charges, so that a rule's total is what its fix saves in all."""
 
     def _repay(self, charges: list[Charge]) -> list[Charge]:
-        kept = []
+        """The charges less what their rules owe (`debts`); those left with nothing dropped."""
         for charge in charges:
-            debt = self.debts.get(charge.rule.code, 0)
-            paid = min(debt, charge.tokens)
-            if paid:
-                self.debts[charge.rule.code] = debt - paid
-                charge.tokens -= paid
-            if charge.tokens > 0:
-                kept.append(charge)
-        return kept
+            charge.tokens = self._repay_tokens(charge.rule.code, charge.tokens)
+        return [charge for charge in charges if charge.tokens > 0]
 
     def match(self, current: RequestContext) -> Match:
         """The longest cached prefix of the request (before it is settled)."""
@@ -284,7 +279,6 @@ class Costs:
         credit = None
         if saved and not carriers:  # better reuse thanks to an earlier request's fix
             credit = self._credit(fixed, saved)
-            saved = credit[2] if credit else 0
         charged = sum(charge.tokens for charge in charges) + (credit[2] if credit else 0)
         unreported = sum(c.tokens for c in actual.charges if not reports(c.rule))
         unreported = min(unreported, lost - charged)
@@ -354,6 +348,7 @@ class Costs:
         return None
 
     def _repay_tokens(self, code: str, tokens: int) -> int:
+        """`tokens` less what rule `code` owes, the debt reduced by as much."""
         debt = self.debts.get(code, 0)
         paid = min(debt, tokens)
         if paid:
@@ -372,6 +367,7 @@ class Costs:
         else:
             if self.fixed_index is None:
                 self.fixed_index = self.index.copy()
+            plain = self.fixed_index.match(tokens, namespace)
             fixed = walk(
                 self.fixed_index,
                 self.profile,
@@ -382,8 +378,8 @@ class Costs:
                 classify,
                 reports,
                 content,
+                plain,
             )
-            plain = self.fixed_index.match(tokens, namespace)
             plain_reused = reusable(self.profile, plain.length, len(tokens), self.index.block_size)
             if len(tokens) - plain_reused < len(fixed.tokens) - fixed.reused:
                 fixed = Walk(tokens, plain, plain_reused, [], [], [])  # undoing cannot help here
@@ -401,8 +397,9 @@ def distribute(tokens: int, carriers: Sequence[Charge]) -> list[Charge]:
     if not carriers or tokens <= 0:
         return []
     weights = [max(charge.tokens, 0) for charge in carriers]
-    total = sum(weights) or len(carriers)
-    weights = weights if sum(weights) else [1] * len(carriers)
+    if not any(weights):
+        weights = [1] * len(carriers)
+    total = sum(weights)
     shares = [tokens * weight // total for weight in weights]
     shares[0] += tokens - sum(shares)
     return [

@@ -49,10 +49,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from pcache.divergence.history import tool_function
 from pcache.prompt.request import tool_name
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.slots import exact, tool_function
+from pcache.rules.slots import exact
 
 RULE = Rule(
     code="PC201",

@@ -54,10 +54,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from pcache.divergence.history import canonical
 from pcache.prompt.request import parse_arguments
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.slots import canonical, exact, raw_message
+from pcache.rules.slots import exact, raw_message
 
 RULE = Rule(
     code="PC202",

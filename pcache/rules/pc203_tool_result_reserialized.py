@@ -51,10 +51,10 @@ from collections.abc import Iterator
 
 import orjson
 
+from pcache.divergence.history import canonical
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.patterns import first_difference
-from pcache.rules.slots import canonical
 
 RULE = Rule(
     code="PC203",

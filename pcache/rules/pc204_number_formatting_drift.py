@@ -40,11 +40,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pcache.divergence.history import canonical_text, normalize_numbers
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.patterns import first_difference
 from pcache.rules.pc203_tool_result_reserialized import parsed_equal
-from pcache.rules.slots import canonical_text, exact, normalize_numbers
+from pcache.rules.slots import exact
 
 RULE = Rule(
     code="PC204",

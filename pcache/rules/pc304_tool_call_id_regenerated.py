@@ -49,9 +49,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pcache.divergence.history import canonical, tool_function
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.slots import canonical, tool_function
 
 RULE = Rule(
     code="PC304",

@@ -259,10 +259,7 @@ class _Run:
         summary = self.summary
         reported: set[str] = set()
         number = len(self.costs.earlier) - 1
-        for charge in settled.charges:
-            if not self._reports(charge.rule):
-                summary.unattributed["unreported"] += charge.tokens
-                continue
+        for charge in settled.charges:  # reported rules only (`Costs.settle`)
             diagnostic = self._report_divergence(charge, current, previous)
             diagnostic.tokens_reprefilled += charge.tokens
             self.totals[diagnostic.code].tokens_reprefilled += charge.tokens

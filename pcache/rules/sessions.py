@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from pcache.divergence.classify import RENDERED_PARAMETERS, prefix_messages
-from pcache.divergence.history import normalize_whitespace
+from pcache.divergence.history import squash
 from pcache.prompt.request import Request
 
 
@@ -24,9 +24,7 @@ def message_key(message: dict[str, Any]) -> str:
     """A message as a later request of its conversation repeats it: whitespace, number
     formatting and JSON spacing do not make it another message."""
     content = message.get("content")
-    text = " ".join(normalize_whitespace(content).split()) if isinstance(content, str) else ""
-    if not isinstance(content, str):
-        text = repr(content)
+    text = squash(content) if isinstance(content, str) else repr(content)
     return hashlib.blake2b(f"{message['role']}\0{text}".encode(), digest_size=12).hexdigest()
 
 

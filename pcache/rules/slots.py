@@ -13,17 +13,8 @@ from typing import Any
 
 import orjson
 
-from pcache.divergence.history import (
-    PREFIX_ROLES,
-    canonical,
-    canonical_text,
-    history_key,
-    normalize_numbers,
-    tool_function,
-)
+from pcache.divergence.history import PREFIX_ROLES, tool_function
 from pcache.prompt.request import Request, tool_name
-
-__all__ = ["canonical", "canonical_text", "history_key", "normalize_numbers", "tool_function"]
 
 
 def prefix_texts(request: Request) -> Iterator[tuple[tuple, str, str]]:
