@@ -21,8 +21,8 @@ from pcache.prompt.request import Request
 
 
 def message_key(message: dict[str, Any]) -> str:
-    """A message as a later request of its conversation repeats it: whitespace, number
-    formatting and JSON spacing do not make it another message."""
+    """A message as a later request of its conversation repeats it: other whitespace does not
+    make it another message."""
     content = message.get("content")
     text = squash(content) if isinstance(content, str) else repr(content)
     return hashlib.blake2b(f"{message['role']}\0{text}".encode(), digest_size=12).hexdigest()
@@ -140,10 +140,9 @@ def pair_continues(a: Request, b: Request) -> bool:
         return True
     if _first_turn(a) is not None and _first_turn(a) == _first_turn(b):
         return True
-    users = [message for message in a.messages if message["role"] == "user"]
-    if len(users) < 2:
+    if sum(message["role"] == "user" for message in a.messages) < 2:
         return False  # a first question alone does not tell two conversations apart
-    anchor = message_key(users[-1])
+    anchor = _anchor(a)
     return any(message_key(message) == anchor for message in b.messages)
 
 
