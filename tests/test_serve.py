@@ -276,18 +276,45 @@ def test_chat_is_rendered_with_the_model_directorys_own_template(tmp_path):
         assert data["cached_tokens"][0] == 0 and min(data["cached_tokens"][1:]) > 0
 
 
-def test_an_engine_failure_fails_its_requests_and_the_server_says_so():
+def test_a_failed_step_fails_its_requests_and_the_engine_serves_the_next_ones():
     with served() as (url, server):
+        step = server.engine.step
+        faults = iter([RuntimeError("simulated fault")])
 
-        def broken_step():
-            raise RuntimeError("simulated fault")
+        def failing_once():
+            fault = next(faults, None)
+            if fault is not None:
+                raise fault
+            return step()
 
-        server.engine.step = broken_step
+        server.engine.step = failing_once
+        response = completion(url, prompt=PROMPT, max_tokens=2)
+        assert response.status_code == 500
+        error = response.json()["error"]
+        assert "simulated fault" in error["message"] and error["type"] == "internal_error"
+        assert httpx.get(f"{url}/health").status_code == 200
+        first = completion(url, prompt=PROMPT, max_tokens=2)
+        second = completion(url, prompt=PROMPT, max_tokens=2)
+        assert first.status_code == second.status_code == 200
+        assert first.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # afresh
+        assert second.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 96
+        text = wait_until_idle(url)
+        assert metric(text, "pcache:request_success_total", finished_reason="error") == 1
+
+
+def test_a_broken_pool_stops_the_engine_and_the_server_says_so():
+    with served(check_integrity=True) as (url, server):
+
+        def broken_check():
+            raise AssertionError("simulated broken invariant")
+
+        server.engine.check_integrity = broken_check
         response = completion(url, prompt="x", max_tokens=2)
         assert response.status_code == 500
-        assert "simulated fault" in response.json()["error"]["message"]
+        assert "simulated broken invariant" in response.json()["error"]["message"]
         health = httpx.get(f"{url}/health")
-        assert health.status_code == 503 and "simulated fault" in health.text
+        assert health.status_code == 503 and "simulated broken invariant" in health.text
+        assert health.json()["error"]["type"] == "service_unavailable"
         assert completion(url, prompt="y").status_code == 503
 
 

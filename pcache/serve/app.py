@@ -1,29 +1,41 @@
-"""The HTTP API of `pcache serve` (Starlette): OpenAI routes, health, metrics, cache reset."""
+"""The HTTP API of `pcache serve` (Starlette): OpenAI routes, vLLM's auxiliary routes
+(`/tokenize`, `/detokenize`, `/version`), health, metrics, cache reset.
+
+Every error, whoever raises it (a route, Starlette's routing, an unexpected exception), is
+answered in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.errors import EngineError
+from pcache.serve.answer import Answer
+from pcache.serve.api_error import ApiError, bad_request, error_for_status
+from pcache.serve.auxiliary import auxiliary_routes
+from pcache.serve.body import BODY_TIMEOUT_S, MAX_BODY_BYTES, read_json
 from pcache.serve.disconnect import EventStream, unless_disconnected
-from pcache.serve.engine_loop import EngineLoop, Submission, TokenEvent
+from pcache.serve.engine_loop import EngineLoop, Submission
+from pcache.serve.logprobs import LogprobsWriter
 from pcache.serve.metrics import CONTENT_TYPE, ServerMetrics
-from pcache.serve.protocol import ApiError, GenerationRequest, bad_request, parse_request
+from pcache.serve.protocol import GenerationRequest, parse_request, unknown_fields
 from pcache.serve.responses import ResponseBuilder, sse
 from pcache.serve.text import TextCodec
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
+logger = logging.getLogger("pcache.serve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +53,8 @@ class ServeOptions:
     enable_prefix_caching: bool = True
     check_integrity: bool = False
     seed: int = 0
+    max_body_bytes: int = MAX_BODY_BYTES
+    body_timeout_s: float = BODY_TIMEOUT_S
 
 
 @dataclass(slots=True)
@@ -81,6 +95,13 @@ def build_server(options: ServeOptions) -> Server:
         num_running=lambda: holder[0].num_running,
         num_waiting=lambda: holder[0].num_waiting,
         kv_usage=lambda: engine.kv_manager.usage,
+        cache_config={
+            "block_size": str(options.block_size),
+            "cache_dtype": engine.config.torch_dtype_name,
+            "enable_prefix_caching": str(options.enable_prefix_caching),
+            "num_gpu_blocks": str(engine.runner.num_blocks),
+            "prefix_caching_hash_algo": engine.config.hash_algo,
+        },
     )
     engine_loop = EngineLoop(engine, metrics, options.max_waiting, options.check_integrity)
     holder.append(engine_loop)
@@ -88,23 +109,44 @@ def build_server(options: ServeOptions) -> Server:
     return Server(options, name, engine, engine_loop, metrics, codec)
 
 
-def _error(error: ApiError) -> JSONResponse:
-    headers = {"retry-after": "1"} if error.status in (429, 503) else None
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    if error.status in (429, 503):
+        headers = {**(headers or {}), "retry-after": "1"}
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
-async def _json_body(request: Request) -> Any:
-    body = await request.body()
-    if len(body) > MAX_BODY_BYTES:
-        raise ApiError(413, f"the request body exceeds {MAX_BODY_BYTES} bytes")
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise bad_request(f"the request body is not valid JSON: {error}") from None
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    message = error.detail
+    if error.status_code == 404:
+        message = f"no route {request.url.path}"
+    elif error.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    return error_response(error_for_status(error.status_code, str(message)), error.headers)
+
+
+async def _unexpected_error(request: Request, error: Exception) -> Response:
+    message = f"internal error: {type(error).__name__}: {error}"
+    return error_response(error_for_status(500, message))
+
+
+_warned_fields: set[str] = set()
+
+
+def _warn_unknown(body: dict, chat: bool) -> None:
+    """vLLM's behaviour: unknown fields are ignored, with a warning (once per name)."""
+    for key in unknown_fields(body, chat):
+        if key not in _warned_fields and len(_warned_fields) < 256:
+            _warned_fields.add(key)
+            logger.warning("pcache serve: ignoring the unknown request field %r", key[:80])
 
 
 def create_app(server: Server) -> Starlette:
     engine_loop = server.engine_loop
+    options = server.options
+
+    async def body_of(request: Request):
+        return await read_json(request, options.max_body_bytes, options.body_timeout_s)
 
     def prompt_ids(params: GenerationRequest) -> list[int]:
         if params.chat:
@@ -114,57 +156,90 @@ def create_app(server: Server) -> Starlette:
             except Exception as error:  # a template that refuses the messages: their fault
                 raise bad_request(f"cannot render the messages: {error}", "messages") from None
         elif isinstance(params.prompt, str):
-            token_ids = server.codec.encode(params.prompt)
+            if params.add_special_tokens:
+                token_ids = server.codec.encode(params.prompt)
+            else:
+                token_ids = server.codec.encode(params.prompt, add_special_tokens=False)
         else:
             assert params.prompt is not None
             token_ids = params.prompt
         try:
             server.engine.check_request(token_ids, params.max_tokens)
         except EngineError as error:
-            raise bad_request(str(error), "messages" if params.chat else "prompt") from None
+            param = "messages" if params.chat else "prompt"
+            if "exceeds" in str(error) and len(token_ids) < server.engine.runner.max_model_len:
+                param = params.max_tokens_param
+            raise bad_request(str(error), param) from None
         return token_ids
 
-    async def events(queue: asyncio.Queue, builder: ResponseBuilder):
+    def logprobs_writer(params: GenerationRequest) -> LogprobsWriter | None:
+        return None if params.logprobs is None else LogprobsWriter(server.codec, params.chat)
+
+    async def events(queue: asyncio.Queue, builder: ResponseBuilder, params, echo: str | None):
         finished = False
-        detokenizer = server.codec.detokenizer()
+        answer = Answer(server.codec, params)
+        writer = logprobs_writer(params)
         try:
+            if echo:
+                yield builder.chunk(echo, None)
             while not finished:
                 event = await queue.get()
                 if isinstance(event, ApiError):
+                    finished = True  # the engine is done with it
                     yield sse(event.body())
                     break
-                assert isinstance(event, TokenEvent)
-                finished = event.finish_reason is not None
-                text = "" if event.token_id is None else detokenizer.push(event.token_id, finished)
-                yield builder.chunk(text, event.finish_reason)
+                piece = answer.push(event)
+                finished = piece.finish_reason is not None
+                if answer.ended_here:
+                    engine_loop.abort(builder.request_id, "stop")
+                logprobs = writer.write(piece.logprobs) if writer and piece.logprobs else None
+                yield builder.chunk(piece.text, piece.finish_reason, logprobs, piece.stop_reason)
                 if finished and builder.include_usage:
-                    assert event.usage is not None
-                    yield builder.usage_chunk(event.usage)
+                    assert piece.usage is not None
+                    yield builder.usage_chunk(piece.usage)
             yield sse("[DONE]")
         finally:
             if not finished:
                 engine_loop.abort(builder.request_id)
 
-    async def whole_answer(queue: asyncio.Queue, builder: ResponseBuilder) -> Response:
-        detokenizer = server.codec.detokenizer()
-        parts: list[str] = []
+    async def whole_answer(queue: asyncio.Queue, builder: ResponseBuilder, params, echo: str):
+        answer = Answer(server.codec, params)
+        writer = logprobs_writer(params)
+        parts: list[str] = [echo]
+        entries: list = []
         while True:
             event = await queue.get()
             if isinstance(event, ApiError):
-                return _error(event)
-            if event.token_id is not None:
-                parts.append(detokenizer.push(event.token_id))
-            if event.finish_reason is not None:
-                parts.append(detokenizer.flush())
-                body = builder.whole("".join(parts), event.finish_reason, event.usage)
-                return Response(orjson.dumps(body), media_type="application/json")
+                return error_response(event)
+            piece = answer.push(event)
+            parts.append(piece.text)
+            entries.extend(piece.logprobs)
+            if piece.finish_reason is None:
+                continue
+            if answer.ended_here:
+                engine_loop.abort(builder.request_id, "stop")
+            logprobs = writer.write(entries) if writer else None
+            assert piece.usage is not None
+            body = builder.whole(
+                "".join(parts), piece.finish_reason, piece.usage, logprobs, piece.stop_reason
+            )
+            return Response(orjson.dumps(body), media_type="application/json")
+
+    def check_model(model: str | None) -> None:
+        if model is not None and model != server.model_name:
+            raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
 
     async def generate(request: Request, chat: bool):
         try:
-            params = parse_request(await _json_body(request), chat)
-            if params.model is not None and params.model != server.model_name:
-                raise ApiError(404, f"The model `{params.model}` does not exist.", "NotFoundError")
+            body = await body_of(request)
+            params = parse_request(body, chat)
+            _warn_unknown(body, chat)
+            check_model(params.model)
             token_ids = prompt_ids(params)
+            echo = ""
+            if params.echo:
+                prompt = params.prompt
+                echo = prompt if isinstance(prompt, str) else server.codec.decode(token_ids)
             request_id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
             queue: asyncio.Queue = asyncio.Queue()
             submission = Submission(
@@ -174,15 +249,18 @@ def create_app(server: Server) -> Starlette:
                 params.temperature,
                 params.ignore_eos,
                 params.cache_salt,
+                params.logprobs,
             )
             engine_loop.submit(submission, queue)
         except ApiError as error:
-            return _error(error)
+            return error_response(error)
+        except ClientDisconnect:
+            return Response(status_code=499)  # the client left while sending the body
         builder = ResponseBuilder(chat, server.model_name, request_id, params.include_usage)
         if params.stream:
-            return EventStream(events(queue, builder))
+            return EventStream(events(queue, builder, params, echo))
         answered, response = await unless_disconnected(
-            request.receive, whole_answer(queue, builder)
+            request.receive, whole_answer(queue, builder, params, echo)
         )
         if not answered:
             engine_loop.abort(request_id)
@@ -208,13 +286,16 @@ def create_app(server: Server) -> Starlette:
 
     async def health(request: Request) -> Response:
         if engine_loop.failure is not None:
-            return _error(ApiError(503, f"engine failure: {engine_loop.failure}", "internal_error"))
+            message = f"engine failure: {engine_loop.failure}"
+            return error_response(ApiError(503, message, "service_unavailable"))
+        if not engine_loop.healthy:
+            return error_response(ApiError(503, "the engine is not running", "service_unavailable"))
         return Response(status_code=200)
 
     async def reset_prefix_cache(request: Request) -> Response:
         if not await engine_loop.reset_prefix_cache():
             message = "the prefix cache cannot be reset while requests hold blocks"
-            return _error(ApiError(409, message, "conflict"))
+            return error_response(ApiError(409, message, "conflict"))
         return Response(status_code=200)
 
     async def metrics(request: Request) -> Response:
@@ -236,6 +317,8 @@ def create_app(server: Server) -> Starlette:
             Route("/health", health, methods=["GET"]),
             Route("/reset_prefix_cache", reset_prefix_cache, methods=["POST"]),
             Route("/metrics", metrics, methods=["GET"]),
+            *auxiliary_routes(server, body_of, check_model),
         ],
+        exception_handlers={HTTPException: _http_error, Exception: _unexpected_error},
         lifespan=lifespan,
     )

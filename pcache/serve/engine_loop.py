@@ -5,6 +5,14 @@ this thread through a locked inbox, and this thread hands each request's tokens 
 `asyncio.Queue` with `call_soon_threadsafe`, once per step. Commands are applied between
 steps, so a request that arrives joins the running batch at the next step (continuous
 batching), and an abort frees the request's blocks before the next step is scheduled.
+
+A fault fails requests, never the thread. A request the engine refuses or cannot add fails
+alone (400, or 500 for anything but the engine's own refusal); a row whose sampling fails
+fails its request alone (`sampler_guard.py`); any other exception in a step fails the requests
+in flight (500) and starts the engine from a fresh cache state, because the failed step may
+have published the hashes of blocks whose KV it never wrote. Only a failed integrity check
+(`--check-integrity`: the pool's invariants are broken) stops the engine: /health then says
+503 and so does every later request.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pcache.errors import EngineError
-from pcache.serve.protocol import ApiError
+from pcache.serve.api_error import ApiError
+from pcache.serve.sampler_guard import GuardedSampler, SampledRow, TokenLogprobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +44,7 @@ class TokenEvent:
     token_id: int | None
     finish_reason: str | None = None
     usage: Usage | None = None
+    logprobs: TokenLogprobs | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +55,7 @@ class Submission:
     temperature: float
     ignore_eos: bool
     cache_salt: str | None
+    logprobs: int | None = None
 
 
 @dataclass(slots=True)
@@ -52,6 +63,7 @@ class _Stream:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue
     arrival: float
+    logprobs: int | None = None
     first_token: bool = False
 
 
@@ -70,6 +82,8 @@ class EngineLoop:
         self._pending_adds = 0
         self._stopping = False
         self._streams: dict[str, _Stream] = {}
+        self.sampler = GuardedSampler(engine.runner.sampler)
+        engine.runner.sampler = self.sampler
         self._thread = threading.Thread(target=self._run, name="pcache-engine", daemon=True)
 
     # -- event loop side -----------------------------------------------------------------------
@@ -84,6 +98,10 @@ class EngineLoop:
         self._thread.join(timeout=30)
 
     @property
+    def healthy(self) -> bool:
+        return self.failure is None and self._thread.is_alive() and not self._stopping
+
+    @property
     def num_running(self) -> int:
         return len(self.engine.scheduler.running)
 
@@ -93,7 +111,8 @@ class EngineLoop:
 
     def submit(self, submission: Submission, queue: asyncio.Queue) -> None:
         """Queue a request; a full queue is a 429 and a stopped engine a 503."""
-        stream = _Stream(asyncio.get_running_loop(), queue, time.perf_counter())
+        loop = asyncio.get_running_loop()
+        stream = _Stream(loop, queue, time.perf_counter(), submission.logprobs)
         with self._condition:
             if self.failure is not None or self._stopping:
                 raise ApiError(503, "the engine is not running", "service_unavailable")
@@ -108,8 +127,10 @@ class EngineLoop:
             self._pending_adds += 1
             self._condition.notify()
 
-    def abort(self, request_id: str) -> None:
-        self._command("abort", request_id)
+    def abort(self, request_id: str, reason: str = "abort") -> None:
+        """Stop a request; `reason` is what the metrics count it as (a client that left is an
+        abort, a stop string found in the text a stop)."""
+        self._command("abort", (request_id, reason))
 
     async def reset_prefix_cache(self) -> bool:
         future = asyncio.get_running_loop().create_future()
@@ -133,18 +154,18 @@ class EngineLoop:
                     break
                 commands = list(self._inbox)
                 self._inbox.clear()
+            deliveries: list[tuple[_Stream, Any]] = []
             try:
-                deliveries: list[tuple[_Stream, Any]] = []
                 for kind, argument in commands:
                     self._apply(kind, argument, deliveries)
                 if engine.has_unfinished_requests():
                     self._step(deliveries)
                 if self.check_integrity:
                     engine.check_integrity()
-            except Exception as error:  # a bug in the engine: fail every request, stay down
+            except Exception as error:  # the pool's invariants are broken: fail all, stay down
                 self.failure = f"{type(error).__name__}: {error}"
                 failed = ApiError(500, f"engine failure: {self.failure}", "internal_error")
-                deliveries = [(stream, failed) for stream in self._streams.values()]
+                deliveries.extend((stream, failed) for stream in self._streams.values())
                 self._streams.clear()
                 self._deliver(deliveries)
                 break
@@ -183,31 +204,61 @@ class EngineLoop:
             except EngineError as error:
                 deliveries.append((stream, ApiError(400, str(error))))
                 return
+            except Exception as error:  # this request's fault or the engine's: it fails alone
+                self._forget(submission.request_id)
+                self.metrics.finished("error")
+                message = f"cannot add the request: {type(error).__name__}: {error}"
+                deliveries.append((stream, ApiError(500, message, "internal_error")))
+                return
             self._streams[submission.request_id] = stream
         elif kind == "abort":
-            stream = self._streams.pop(argument, None)
+            request_id, reason = argument
+            stream = self._streams.pop(request_id, None)
             if stream is not None:
-                engine.abort_request(argument)
-                sequence = engine.release(argument)
-                self.metrics.finished("abort")
-                deliveries.append((stream, TokenEvent(None, "abort", _usage(sequence))))
+                engine.abort_request(request_id)
+                sequence = engine.release(request_id)
+                self.metrics.finished(reason)
+                deliveries.append((stream, TokenEvent(None, reason, _usage(sequence))))
         else:
             assert kind == "reset"
             done = engine.kv_manager.reset_prefix_cache()
             argument.get_loop().call_soon_threadsafe(_set_result, argument, done)
 
+    def _forget(self, request_id: str) -> None:
+        """Drop a request whatever state it is in (after a fault it may be half added)."""
+        engine = self.engine
+        sequence = engine.sequences.get(request_id)
+        if sequence is not None and not sequence.is_finished:
+            with contextlib.suppress(Exception):
+                engine.abort_request(request_id)
+        engine.sequences.pop(request_id, None)
+
     def _step(self, deliveries: list) -> None:
         engine = self.engine
-        outputs = engine.step()
+        wanted = [s.logprobs for s in self._streams.values() if s.logprobs is not None]
+        self.sampler.top_logprobs = max(wanted) if wanted else None
+        self.sampler.take()
+        try:
+            outputs = engine.step()
+        except Exception as error:
+            self._fail_in_flight(error, deliveries)
+            return
         now = time.perf_counter()
         stats = engine.kv_manager.make_prefix_cache_stats()
         if stats is not None:
             self.metrics.prefix_cache_queries.inc(stats.queries)
             self.metrics.prefix_cache_hits.inc(stats.hits)
-        for output in outputs:
+        sampled = [output for output in outputs if output.new_token_id is not None]
+        rows = self.sampler.take()
+        assert len(rows) == len(sampled), "each sampled output must have its sampler row"
+        assert all(
+            row.token_id == output.new_token_id for row, output in zip(rows, sampled, strict=True)
+        ), "the sampler's rows must be the step's sampled outputs, in order"
+        for output, row in zip(sampled, rows, strict=True):
             stream = self._streams.get(output.request_id)
             assert stream is not None, output.request_id
-            if output.new_token_id is None:
+            if row.error is not None:
+                self._fail_one(output.request_id, row, deliveries)
                 continue
             sequence = engine.sequences[output.request_id]
             if not stream.first_token:
@@ -215,15 +266,37 @@ class EngineLoop:
                 self.metrics.time_to_first_token.observe(now - stream.arrival)
                 self.metrics.prompt_tokens.inc(sequence.num_prompt_tokens)
             self.metrics.generation_tokens.inc()
+            logprobs = row.logprobs if stream.logprobs is not None else None
             if not output.finished:
-                deliveries.append((stream, TokenEvent(output.new_token_id)))
+                usage = _usage(sequence)
+                deliveries.append((stream, TokenEvent(output.new_token_id, None, usage, logprobs)))
                 continue
             del self._streams[output.request_id]
             engine.release(output.request_id)
             stopped = not sequence.ignore_eos and output.new_token_id in sequence.eos_token_ids
             reason = "stop" if stopped else "length"
             self.metrics.finished(reason)
-            deliveries.append((stream, TokenEvent(output.new_token_id, reason, _usage(sequence))))
+            event = TokenEvent(output.new_token_id, reason, _usage(sequence), logprobs)
+            deliveries.append((stream, event))
+
+    def _fail_one(self, request_id: str, row: SampledRow, deliveries: list) -> None:
+        stream = self._streams.pop(request_id)
+        self._forget(request_id)
+        self.metrics.finished("error")
+        deliveries.append((stream, ApiError(500, str(row.error), "internal_error")))
+
+    def _fail_in_flight(self, error: Exception, deliveries: list) -> None:
+        """A step raised outside sampling: its requests fail, the engine starts afresh."""
+        message = f"engine step failed: {type(error).__name__}: {error}"
+        failed = ApiError(500, message, "internal_error")
+        for request_id, stream in self._streams.items():
+            self._forget(request_id)
+            self.metrics.finished("error")
+            deliveries.append((stream, failed))
+        self._streams.clear()
+        for sequence in list(self.engine.sequences.values()):
+            self._forget(sequence.request_id)
+        self.engine.reset()  # no block the failed step published is trusted
 
     @staticmethod
     def _deliver(deliveries: list[tuple[_Stream, Any]]) -> None:
@@ -236,6 +309,7 @@ class EngineLoop:
 
 
 def _usage(sequence: Any) -> Usage:
+    """What a request has used so far (its cached tokens are known once it is scheduled)."""
     return Usage(
         sequence.num_prompt_tokens,
         len(sequence.output_token_ids),

@@ -3,6 +3,8 @@
 A dashboard built for vLLM reads them after renaming `vllm:` to `pcache:`. Prefix-cache
 counters are in tokens and count first admissions only (a preempted request's re-admission
 is not a new query), as vLLM's `prefix_cache_queries` and `prefix_cache_hits` do.
+`cache_config_info` carries the KV cache's block size, dtype, block count, hash and whether
+prefix caching is on as labels, as vLLM's gauge of that name does.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class ServerMetrics:
         num_running: Callable[[], int],
         num_waiting: Callable[[], int],
         kv_usage: Callable[[], float],
+        cache_config: dict[str, str] | None = None,
     ) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
         from prometheus_client.process_collector import ProcessCollector
@@ -52,7 +55,7 @@ class ServerMetrics:
         self.generation_tokens = counter("generation_tokens", "Tokens generated.")
         self.request_success = Counter(
             "pcache:request_success",
-            "Requests finished, by reason (stop, length, abort).",
+            "Requests finished, by reason (stop, length, abort, error).",
             (*labels, "finished_reason"),
             registry=registry,
         )
@@ -67,6 +70,13 @@ class ServerMetrics:
         gauge("num_requests_running", "Requests in the running batch.", num_running)
         gauge("num_requests_waiting", "Requests queued for admission.", num_waiting)
         gauge("kv_cache_usage_perc", "Fraction of KV blocks referenced by requests.", kv_usage)
+        if cache_config is not None:  # vLLM's vllm:cache_config_info: the labels carry it
+            Gauge(
+                "pcache:cache_config_info",
+                "Information of the KV cache configuration (the labels; the value is 1).",
+                (*cache_config, "engine"),
+                registry=registry,
+            ).labels(*cache_config.values(), "0").set(1)
         self.model_name = model_name
 
     def finished(self, reason: str) -> None:

@@ -43,15 +43,24 @@ class ResponseBuilder:
             kind = "text_completion"
         return {"id": self.request_id, "object": kind, "created": self.created, "model": self.model}
 
-    def chunk(self, text: str, finish_reason: str | None) -> bytes:
+    def chunk(
+        self,
+        text: str,
+        finish_reason: str | None,
+        logprobs: dict[str, Any] | None = None,
+        stop_reason: str | int | None = None,
+    ) -> bytes:
         if self.chat:
             delta: dict[str, Any] = {"content": text}
             if not self._role_sent:
                 delta = {"role": "assistant", **delta}
                 self._role_sent = True
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            choice = {"index": 0, "delta": delta, "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+            choice = {"index": 0, "text": text, "logprobs": logprobs}
+        choice["finish_reason"] = finish_reason
+        if finish_reason is not None:
+            choice["stop_reason"] = stop_reason
         body = {**self._envelope(chunk=True), "choices": [choice]}
         if self.include_usage:
             body["usage"] = None
@@ -60,11 +69,19 @@ class ResponseBuilder:
     def usage_chunk(self, usage: Usage) -> bytes:
         return sse({**self._envelope(chunk=True), "choices": [], "usage": usage_body(usage)})
 
-    def whole(self, text: str, finish_reason: str, usage: Usage) -> dict[str, Any]:
+    def whole(
+        self,
+        text: str,
+        finish_reason: str,
+        usage: Usage,
+        logprobs: dict[str, Any] | None = None,
+        stop_reason: str | int | None = None,
+    ) -> dict[str, Any]:
         if self.chat:
             message = {"role": "assistant", "content": text}
-            choice = {"index": 0, "message": message, "logprobs": None}
+            choice = {"index": 0, "message": message, "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None}
+            choice = {"index": 0, "text": text, "logprobs": logprobs}
         choice["finish_reason"] = finish_reason
+        choice["stop_reason"] = stop_reason
         return {**self._envelope(chunk=False), "choices": [choice], "usage": usage_body(usage)}

@@ -46,11 +46,31 @@ class TextCodec:
         self.chat_template = "model" if own else "default (ChatML)"
         self.byte_level = self.codec.byte_level
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """The prompt ids of a text prompt; without special tokens (vLLM's
+        `add_special_tokens: false`) the tokenizer adds none (no BOS)."""
+        if add_special_tokens:
+            return self.codec.encode(text)
+        if self.codec.tokenizer is not None:
+            return self.codec.tokenizer.encode(text, add_special_tokens=False).ids
         return self.codec.encode(text)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.codec.decode(token_ids)
+
+    def token_text(self, token_id: int) -> str:
+        """One token's own text, as logprobs name it (`<|id|>` for a byte-level id > 255)."""
+        if self.byte_level:
+            if token_id > 255:
+                return f"<|{token_id}|>"
+            return bytes((token_id,)).decode("utf-8", errors="replace")
+        return self.codec.decode([token_id])
+
+    def token_bytes(self, token_id: int) -> list[int]:
+        """The bytes of one token (chat logprobs' `bytes`): a byte-level id is its byte."""
+        if self.byte_level and token_id < 256:
+            return [token_id]
+        return list(self.token_text(token_id).encode())
 
     def detokenizer(self) -> Detokenizer | ByteDetokenizer:
         return ByteDetokenizer() if self.byte_level else Detokenizer(self)

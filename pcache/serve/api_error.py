@@ -1,0 +1,58 @@
+"""The one error answer of `pcache serve`: OpenAI's `{"error": {message, type, param, code}}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """An OpenAI-style error answer: HTTP status, message, type and the offending parameter."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        error_type: str = "invalid_request_error",
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.error_type = error_type
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.status,
+            }
+        }
+
+
+def bad_request(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param)
+
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    408: "timeout_error",
+    409: "conflict",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_exceeded",
+    500: "internal_error",
+    503: "service_unavailable",
+}
+
+
+def error_for_status(status: int, message: str) -> ApiError:
+    """The OpenAI-shaped error of a bare HTTP status (routing's 404 and 405, a 500...)."""
+    kind = ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "internal_error")
+    return ApiError(status, message, kind)
