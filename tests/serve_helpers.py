@@ -128,3 +128,47 @@ def write_random_checkpoint(preset: str, directory: Path, **overrides) -> None:
         for shard, short in unpacked[packed]:
             tensors[name.replace(f".{packed}.", f".{short}.")] = pieces[shard].clone()
     save_file(tensors, str(directory / "model.safetensors"))
+
+
+def raw_exchange(url: str, data: bytes | list[bytes], timeout: float = 10) -> tuple[int, bytes]:
+    """Send bytes (or chunks, stopping once the server answers or closes) on one loopback
+    connection; the status and body of the answer. A server that never answers fails."""
+    import select
+    import urllib.parse
+
+    address = urllib.parse.urlsplit(url)
+    chunks = [data] if isinstance(data, bytes) else data
+    received = b""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection((address.hostname, address.port), timeout=timeout) as sock:
+        for chunk in chunks:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable:
+                break  # it answered already: stop sending
+            try:
+                sock.sendall(chunk)
+            except OSError:  # it closed the connection while we sent
+                break
+        while time.monotonic() < deadline:
+            try:
+                piece = sock.recv(65536)
+            except OSError:
+                break
+            if not piece:
+                break
+            received += piece
+            head, _, body = received.partition(b"\r\n\r\n")
+            match = re.search(rb"content-length: (\d+)", head, re.IGNORECASE)
+            if match and len(body) >= int(match.group(1)):
+                break
+    assert received, "the server sent nothing"
+    head, _, body = received.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def peak_rss_kib(pid: int | str = "self") -> int:
+    """The peak resident memory of a process (VmHWM), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
