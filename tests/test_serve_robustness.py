@@ -157,7 +157,7 @@ RAW_BODIES = st.one_of(
     st.builds(
         lambda depth: b'{"prompt": ' + b"[" * depth + b"]" * depth + b"}", st.integers(1, 3000)
     ),
-    st.text(max_size=30).map(lambda text: ('{"prompt": "%s"}' % text).encode("utf-8", "replace")),
+    st.text(max_size=30).map(lambda text: f'{{"prompt": "{text}"}}'.encode("utf-8", "replace")),
 )
 
 
