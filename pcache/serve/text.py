@@ -59,11 +59,12 @@ class TextCodec:
         return self.codec.decode(token_ids)
 
     def token_text(self, token_id: int) -> str:
-        """One token's own text, as logprobs name it (`<|id|>` for a byte-level id > 255)."""
+        """One token's own text, as logprobs name it: a byte-level id > 255 is `<|id|>`, a
+        byte that is no character alone is `bytes:\\xNN`, as OpenAI writes partial tokens."""
         if self.byte_level:
             if token_id > 255:
                 return f"<|{token_id}|>"
-            return bytes((token_id,)).decode("utf-8", errors="replace")
+            return chr(token_id) if token_id < 128 else f"bytes:\\x{token_id:02x}"
         return self.codec.decode([token_id])
 
     def token_bytes(self, token_id: int) -> list[int]:
