@@ -4,10 +4,12 @@ One `pcache serve --model tiny` child (loopback, a free port, stopped by its PID
 gets, kind by kind: malformed JSON, wrong types and hostile values for every parameter (seeded
 random bodies), extreme sampling values, deep nesting, unicode junk, a `Content-Length` of
 2 GB, a chunked body far over the limit, bodies that trickle in and stop (waited on for a
-bounded time), HTTP-level junk (bad methods, routes, request lines), and clients that
+bounded time), headers that never end (uvicorn has no header deadline: /health is asked while
+they are held open), HTTP-level junk (bad methods, routes, request lines), and clients that
 disconnect mid-stream or mid-wait, concurrently. After each kind the script asks /health and
 notes the child's peak memory (VmHWM); at the end it checks that the server is idle, that no
-block is left referenced, and that a repeated request reports the cached tokens the pool holds.
+block is left referenced, and that a repeated request reports the cached tokens the pool
+holds.
 
 Outcomes per kind: HTTP status counts (`5xx` is a failure of the promise), `no-answer`
 (the server closed the connection or did not answer in time), `left` (the client left on
@@ -229,6 +231,14 @@ async def sweep(url: str, pid: int, args) -> dict:
             ]
             + [raw(port, [head + b"content-length: 30\r\n\r\n", *[b" "] * 20], 40, pause=0.5)],
         )
+        held = [
+            asyncio.ensure_future(raw(port, [b"POST /v1/completions HTTP/1.1\r\nhost: x\r\n"], 5))
+            for _ in range(args.slow * 8)
+        ]
+        await asyncio.sleep(1)
+        health_while_held = (await client.get("/health")).status_code
+        await kind("trickled headers, never finished (wait 5 s)", held)
+        health["trickled headers, never finished (wait 5 s)"] = health_while_held
         junk_lines = [b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n", b"\x16\x03\x01\x00\xa5",
                       b"POST /v1/completions HTTP/1.1\r\ncontent-length: -5\r\n\r\n",
                       b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: abc\r\n\r\n",
