@@ -249,6 +249,32 @@ def test_every_status_has_the_openai_error_shape(server):
     assert httpx.get(f"{url}/health").status_code == 200
 
 
+def test_a_fault_while_answering_ends_the_answer_with_an_error_and_frees_the_request(server):
+    url, running = server
+    codec = running.codec
+    detokenizer = codec.detokenizer
+
+    class Broken:
+        def push(self, token_id, final=False):
+            raise ValueError("simulated detokenizer fault")
+
+        flush = push
+
+    codec.detokenizer = Broken
+    try:
+        body = {"prompt": PROMPT, "max_tokens": 300, "ignore_eos": True}
+        whole = post(url, "completions", body)
+        stream = post(url, "completions", {**body, "stream": True})
+    finally:
+        codec.detokenizer = detokenizer
+    assert "simulated detokenizer fault" in assert_openai_error(whole, 500)["message"]
+    lines = [line for line in stream.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]" and "simulated detokenizer fault" in lines[-2]
+    text = wait_until_idle(url)
+    assert metric(text, "pcache:kv_cache_usage_perc") == 0 and not running.engine.sequences
+    assert_serves_correctly(url, "after-answer-fault")
+
+
 def test_an_unprocessable_entity_is_shaped_like_every_other_error():
     from starlette.exceptions import HTTPException
 

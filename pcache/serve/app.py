@@ -197,10 +197,14 @@ def create_app(server: Server) -> Starlette:
                 if finished and builder.include_usage:
                     assert piece.usage is not None
                     yield builder.usage_chunk(piece.usage)
-            yield sse("[DONE]")
+        except Exception as error:  # a fault while answering: the stream says so and ends
+            logger.exception("pcache serve: a streamed answer failed")
+            message = f"internal error: {type(error).__name__}: {error}"
+            yield sse(error_for_status(500, message).body())
         finally:
             if not finished:
                 engine_loop.abort(builder.request_id)
+        yield sse("[DONE]")
 
     async def whole_answer(queue: asyncio.Queue, builder: ResponseBuilder, params, echo: str):
         answer = Answer(server.codec, params)
@@ -259,9 +263,21 @@ def create_app(server: Server) -> Starlette:
         builder = ResponseBuilder(chat, server.model_name, request_id, params.include_usage)
         if params.stream:
             return EventStream(events(queue, builder, params, echo))
-        answered, response = await unless_disconnected(
-            request.receive, whole_answer(queue, builder, params, echo)
-        )
+        try:
+            answered, response = await unless_disconnected(
+                request.receive, whole_answer(queue, builder, params, echo)
+            )
+        except Exception as error:  # a fault while answering: this request fails alone
+            engine_loop.abort(request_id)
+            logger.exception("pcache serve: an answer failed")
+            grouped = getattr(error, "exceptions", None)  # a task group's ExceptionGroup
+            if isinstance(grouped, tuple) and len(grouped) == 1:
+                error = grouped[0]
+            message = f"internal error: {type(error).__name__}: {error}"
+            return error_response(error_for_status(500, message))
+        except BaseException:
+            engine_loop.abort(request_id)  # nobody will read what it generates
+            raise
         if not answered:
             engine_loop.abort(request_id)
             return Response(status_code=499)  # nobody reads it

@@ -266,7 +266,10 @@ class EngineLoop:
                 self.metrics.time_to_first_token.observe(now - stream.arrival)
                 self.metrics.prompt_tokens.inc(sequence.num_prompt_tokens)
             self.metrics.generation_tokens.inc()
-            logprobs = row.logprobs if stream.logprobs is not None else None
+            logprobs = None
+            if stream.logprobs is not None and row.logprobs is not None:
+                wanted = row.logprobs.top[: stream.logprobs]  # the step computed the most asked
+                logprobs = TokenLogprobs(row.logprobs.logprob, wanted)
             if not output.finished:
                 usage = _usage(sequence)
                 deliveries.append((stream, TokenEvent(output.new_token_id, None, usage, logprobs)))
