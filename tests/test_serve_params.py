@@ -221,6 +221,7 @@ REFUSED = [
     ("chat/completions", {"reasoning_effort": "high"}, "reasoning_effort"),
     ("chat/completions", {"tools": [5]}, "tools"),
     ("chat/completions", {"user": 5}, "user"),
+    ("chat/completions", {"echo": True}, "echo"),
     ("chat/completions", {"stop": {"a": 1}}, "stop"),
 ]  # fmt: skip
 ACCEPTED = [

@@ -95,6 +95,7 @@ CHAT = (
     ("documents", _absent, "documents"),
     ("mm_processor_kwargs", _absent, "multimodal inputs"),
     ("add_special_tokens", _equals(False), "special tokens added to a rendered chat"),
+    ("echo", _equals(False), "echoing the last message"),
 )
 
 
