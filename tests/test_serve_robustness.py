@@ -105,6 +105,21 @@ def test_a_sampling_fault_fails_only_its_request_while_the_batch_goes_on(server)
     assert_serves_correctly(url, "after-sampling-fault")
 
 
+def test_tokens_drawn_around_the_guard_still_serve_and_logprobs_fail_by_name(server):
+    url, running = server
+    runner = running.engine.runner
+    guard = runner.sampler
+    runner.sampler = guard.inner  # as if the runner drew its tokens some other way
+    try:
+        plain = post(url, "completions", {"prompt": PROMPT, "max_tokens": 3})
+        wanted = post(url, "completions", {"prompt": PROMPT, "max_tokens": 3, "logprobs": 1})
+    finally:
+        runner.sampler = guard
+    assert plain.status_code == 200 and plain.json()["usage"]["completion_tokens"] == 3
+    assert "gave no logprobs" in assert_openai_error(wanted, 500)["message"]
+    assert_serves_correctly(url, "after-unguarded")
+
+
 JUNK = st.recursive(
     st.none()
     | st.booleans()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections import deque
@@ -28,6 +29,8 @@ from typing import Any
 from pcache.errors import EngineError
 from pcache.serve.api_error import ApiError
 from pcache.serve.sampler_guard import GuardedSampler, SampledRow, TokenLogprobs
+
+logger = logging.getLogger("pcache.serve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,7 @@ class EngineLoop:
         self._streams: dict[str, _Stream] = {}
         self.sampler = GuardedSampler(engine.runner.sampler)
         engine.runner.sampler = self.sampler
+        self._warned_rows = False
         self._thread = threading.Thread(target=self._run, name="pcache-engine", daemon=True)
 
     # -- event loop side -----------------------------------------------------------------------
@@ -162,7 +166,7 @@ class EngineLoop:
                     self._step(deliveries)
                 if self.check_integrity:
                     engine.check_integrity()
-            except Exception as error:  # the pool's invariants are broken: fail all, stay down
+            except Exception as error:  # outside a step (a broken invariant): fail all, stop
                 self.failure = f"{type(error).__name__}: {error}"
                 failed = ApiError(500, f"engine failure: {self.failure}", "internal_error")
                 deliveries.extend((stream, failed) for stream in self._streams.values())
@@ -249,14 +253,12 @@ class EngineLoop:
             self.metrics.prefix_cache_queries.inc(stats.queries)
             self.metrics.prefix_cache_hits.inc(stats.hits)
         sampled = [output for output in outputs if output.new_token_id is not None]
-        rows = self.sampler.take()
-        assert len(rows) == len(sampled), "each sampled output must have its sampler row"
-        assert all(
-            row.token_id == output.new_token_id for row, output in zip(rows, sampled, strict=True)
-        ), "the sampler's rows must be the step's sampled outputs, in order"
+        rows = self._rows_of(sampled)
         for output, row in zip(sampled, rows, strict=True):
             stream = self._streams.get(output.request_id)
             assert stream is not None, output.request_id
+            if row.error is None and stream.logprobs is not None and row.logprobs is None:
+                row = SampledRow(row.token_id, "this step's sampler gave no logprobs")
             if row.error is not None:
                 self._fail_one(output.request_id, row, deliveries)
                 continue
@@ -267,7 +269,8 @@ class EngineLoop:
                 self.metrics.prompt_tokens.inc(sequence.num_prompt_tokens)
             self.metrics.generation_tokens.inc()
             logprobs = None
-            if stream.logprobs is not None and row.logprobs is not None:
+            if stream.logprobs is not None:
+                assert row.logprobs is not None
                 wanted = row.logprobs.top[: stream.logprobs]  # the step computed the most asked
                 logprobs = TokenLogprobs(row.logprobs.logprob, wanted)
             if not output.finished:
@@ -281,6 +284,18 @@ class EngineLoop:
             self.metrics.finished(reason)
             event = TokenEvent(output.new_token_id, reason, _usage(sequence), logprobs)
             deliveries.append((stream, event))
+
+    def _rows_of(self, sampled: list) -> list[SampledRow]:
+        """The sampler's rows of this step, which are its sampled outputs in order; a step
+        that drew its tokens some other way has none (no logprobs, no per-row faults)."""
+        rows = self.sampler.take()
+        tokens = [output.new_token_id for output in sampled]
+        if [row.token_id for row in rows] == tokens:
+            return rows
+        if not self._warned_rows:
+            self._warned_rows = True
+            logger.warning("pcache serve: a step's tokens did not come from its sampler")
+        return [SampledRow(token) for token in tokens]
 
     def _fail_one(self, request_id: str, row: SampledRow, deliveries: list) -> None:
         stream = self._streams.pop(request_id)
