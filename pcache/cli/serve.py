@@ -60,7 +60,7 @@ def serve_command(
         str, typer.Option("--log-level", help="uvicorn's: critical, error, warning, info, debug.")
     ] = "warning",
 ) -> None:
-    """Serve a model over HTTP: /v1/chat/completions, /v1/completions, /metrics.
+    """Serve a model over HTTP: /v1/chat/completions, /v1/completions, /tokenize, /metrics.
 
     Example: pcache serve --model tiny --port 8000
     """
