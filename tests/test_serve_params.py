@@ -253,3 +253,24 @@ def test_parameters_at_their_neutral_values_are_accepted(server, route, extra):
         extra = {k: v for k, v in extra.items() if k not in ("best_of", "suffix", "echo")}
     response = post(url, route, max_tokens=2, **{**request, **extra})
     assert response.status_code == 200, response.text
+
+
+def test_requests_in_one_batch_get_the_alternatives_each_asked_for(server):
+    import asyncio
+
+    url, _ = server
+
+    async def main():
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            bodies = [
+                {"prompt": f"Batch {k}", "max_tokens": 6, "logprobs": k, **GREEDY}
+                for k in (0, 1, 5, 20)
+            ]
+            bodies.append({"prompt": "Batch none", "max_tokens": 6, **GREEDY})
+            return await asyncio.gather(*(client.post("/v1/completions", json=b) for b in bodies))
+
+    responses = asyncio.run(main())
+    for k, response in zip((0, 1, 5, 20), responses, strict=False):
+        tops = response.json()["choices"][0]["logprobs"]["top_logprobs"]
+        assert len(tops) == 6 and all(k <= len(top) <= k + 1 for top in tops), (k, tops)
+    assert responses[-1].json()["choices"][0]["logprobs"] is None
