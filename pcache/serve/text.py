@@ -47,7 +47,10 @@ class TextCodec:
         self.byte_level = self.codec.byte_level
 
     def encode(self, text: str) -> list[int]:
-        return self.codec.encode(text)
+        """A text prompt's ids, with the special tokens the model's tokenizer adds."""
+        from pcache.prompt.codec import encode_text_prompt
+
+        return encode_text_prompt(self.codec, text)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.codec.decode(token_ids)
