@@ -15,7 +15,8 @@ from pcache.prompt.hf_template import load_hf_renderer
 from pcache.prompt.render import render
 from pcache.prompt.request import request_from_document
 from tests.conftest import run_pcache
-from tests.fixtures import HF_FIXTURES, hf_model_dir, hf_reference_tokenizer
+from tests.fixtures import hf_model_dir, hf_reference_tokenizer
+from tests.fixtures.build_tokenizers import RECIPES
 
 TEXTS = ("hello there", "", "  two  spaces\nand a line", "Ünïcode ✓ 数字 123456", "<|im_end|> x")
 LLAMA3_BOS = 128000
@@ -25,7 +26,7 @@ def reference_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=True)["input_ids"]
 
 
-@pytest.mark.parametrize("model", HF_FIXTURES)
+@pytest.mark.parametrize("model", list(RECIPES))
 @pytest.mark.parametrize("text", TEXTS)
 def test_text_prompt_ids_equal_transformers(model: str, text: str):
     directory = hf_model_dir(model)
