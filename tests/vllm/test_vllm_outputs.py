@@ -3,8 +3,8 @@
 Both serve the suite's model directory (random weights, real Llama 3.2 tokenizer and template);
 each prompt is sent to both at temperature 0 with `ignore_eos`, so both generate every token:
 text prompts to /v1/completions (both add the tokenizer's BOS) and chat messages to
-/v1/chat/completions (both render the model's template). The texts must be equal, and so must
-the reported prompt token counts.
+/v1/chat/completions (both render the model's template, with today's date where it prints
+one). The texts must be equal, and so must the reported prompt token counts.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ CHATS = (
     [{"role": "user", "content": "hello there"}],
     [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTIONS[2]}],
 )
+
+pytestmark = pytest.mark.vllm
 
 
 @pytest.fixture(scope="module")

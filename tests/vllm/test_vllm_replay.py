@@ -22,6 +22,8 @@ from tests.vllm.traces import write_trace
 API = {"chat": "chat", "multi-turn": "chat", "text": "completions", "token-ids": "completions"}
 REPLAY_TIMEOUT_S = 600
 
+pytestmark = pytest.mark.vllm
+
 
 def served_model(url: str) -> str:
     return httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
