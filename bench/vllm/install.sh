@@ -17,9 +17,16 @@ fail() {
     exit 1
 }
 
+pip_log=$(mktemp)
+trap 'rm -f "$pip_log"' EXIT
+pip_error() { # pip's last error line (pip's configured sources may add warnings)
+    grep -E '^(ERROR|error):' "$pip_log" | tail -n 1 | cut -c1-300
+}
+
 rm -f "$VENV/READY"
 [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV" || fail "cannot create a venv at $VENV"
-"$VENV/bin/python" -m pip install -q "$VLLM_PACKAGE" || fail "cannot install $VLLM_PACKAGE"
+"$VENV/bin/python" -m pip install -q "$VLLM_PACKAGE" 2>"$pip_log" \
+    || fail "cannot install $VLLM_PACKAGE: $(pip_error)"
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec \
     || fail "cannot remove torchvision/torchaudio/torchcodec"
 install -m 0644 "$here/vllm_cli.py" "$VENV/bin/vllm_cli.py"
