@@ -71,7 +71,7 @@ def generate(
     from pcache.engine.config import EngineConfig, torch_device
     from pcache.engine.engine import Engine
     from pcache.engine.loader import resolve_model_config
-    from pcache.prompt.codec import ModelCodec
+    from pcache.prompt.codec import ModelCodec, encode_text_prompt
 
     assert (prompt is None) != (prompt_ids is None)
     device = torch_device(engine)
@@ -81,7 +81,7 @@ def generate(
     codec = None
     if prompt is not None:
         codec = ModelCodec(model, model_config.vocab_size)
-        prompt_ids = [codec.encode(prompt)]
+        prompt_ids = [encode_text_prompt(codec, prompt)]
         if not prompt_ids[0]:
             raise EngineError("--prompt encodes to no tokens")
     assert prompt_ids is not None

@@ -5,11 +5,18 @@ Every tokenizer.json pcache reads is loaded by `load_tokenizer`: the Hugging Fac
 `--tokenizer DIR` (lint, diff, hash, replay), `pcache generate --prompt` and `pcache serve`.
 A model without a chat template of its own is rendered with `pcache.prompt.plain`'s ChatML
 layout, encoded with its codec. `tokenizers` and tiktoken are imported when a codec is made.
+
+A text prompt (a completion's `prompt`, `generate --prompt`, a `{"prompt": ...}` request) is
+encoded as transformers encodes it with `add_special_tokens=True`, as vLLM does: with the
+special tokens the model's tokenizer puts around a text (`PromptTokens`; Llama 3's BOS).
+`encode_text_prompt` is the one function every caller encodes a text prompt with. A chat is
+not: its template writes the special tokens it wants into the text.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +24,7 @@ from pcache.errors import EngineError, TokenizerError
 from pcache.prompt.plain import LAYOUT_VERSION, chatml_text
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
-from pcache.prompt.tokenizer import RenderOptions
+from pcache.prompt.tokenizer import RenderOptions, WrappingRenderer
 
 CL100K_VOCAB_SIZE = 100277
 """A model with at least this many ids gets cl100k when it has no tokenizer.json."""
@@ -46,15 +53,75 @@ def load_tokenizer(path: str | Path) -> tuple[Any, bytes]:
     return tokenizer, data
 
 
+@dataclass(frozen=True, slots=True)
+class PromptTokens:
+    """The special token ids a model's tokenizer puts before and after a text prompt."""
+
+    prefix: tuple[int, ...] = ()
+    suffix: tuple[int, ...] = ()
+
+    def around(self, token_ids: list[int]) -> list[int]:
+        if not self.prefix and not self.suffix:
+            return token_ids
+        return [*self.prefix, *token_ids, *self.suffix]
+
+    def around_starts(self, starts: list[int], length: int) -> list[int]:
+        """Token starts with the added tokens': 0 before the text, its length after it."""
+        return [0] * len(self.prefix) + starts + [length] * len(self.suffix)
+
+
+NO_PROMPT_TOKENS = PromptTokens()
+
+PROBE_TEXT = "a"
+"""Encoded with and without special tokens to find what the post-processor adds around it."""
+
+
+def prompt_tokens(tokenizer: Any) -> PromptTokens:
+    """What a tokenizer.json's post-processor adds around a text (`add_special_tokens=True`;
+    nothing without one). transformers 5 (vLLM's) encodes with it alone: it drops
+    tokenizer_config.json's `add_bos_token` / `add_eos_token` when a tokenizer.json exists."""
+    plain = tokenizer.encode(PROBE_TEXT, add_special_tokens=False).ids
+    full = tokenizer.encode(PROBE_TEXT, add_special_tokens=True).ids
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return PromptTokens(tuple(full[:start]), tuple(full[start + len(plain) :]))
+    raise TokenizerError(
+        f"the tokenizer's post-processor does not keep a text's tokens ({plain} became {full})"
+    )
+
+
+def text_prompt_tokens(encoder: Any) -> PromptTokens:
+    """The tokens a codec or renderer (through any wrapper) puts around a text prompt; none
+    for a renderer that does not say (tiktoken encodings add none)."""
+    while isinstance(encoder, WrappingRenderer):
+        encoder = encoder.inner
+    return getattr(encoder, "prompt_tokens", None) or NO_PROMPT_TOKENS
+
+
+def encode_text_prompt(encoder: Any, text: str) -> list[int]:
+    """The ids of a text prompt (not a chat): `encoder`'s encoding of the text with the
+    special tokens its tokenizer adds (`add_special_tokens=True`)."""
+    return text_prompt_tokens(encoder).around(encoder.encode(text))
+
+
+def encode_text_prompt_with_starts(encoder: Any, text: str) -> tuple[list[int], list[int]]:
+    """`encode_text_prompt`'s ids and each token's first character."""
+    token_ids, starts = encoder.encode_with_starts(text)
+    tokens = text_prompt_tokens(encoder)
+    return tokens.around(token_ids), tokens.around_starts(starts, len(text))
+
+
 class ModelCodec:
     """Text <-> token ids for a model: its tokenizer.json, else cl100k or UTF-8 bytes by vocab."""
 
     def __init__(self, model: str, vocab_size: int) -> None:
         self.tokenizer: Any = None
         self.encoding: Any = None
+        self.prompt_tokens = NO_PROMPT_TOKENS
         tokenizer_file = Path(model) / "tokenizer.json"
         if tokenizer_file.is_file():
             self.tokenizer, _ = load_tokenizer(tokenizer_file)
+            self.prompt_tokens = prompt_tokens(self.tokenizer)
         elif vocab_size >= CL100K_VOCAB_SIZE:
             from pcache.prompt.tiktoken_offline import get_encoding
 
@@ -73,6 +140,7 @@ class ModelCodec:
         return self.tokenizer is None and self.encoding is None
 
     def encode(self, text: str) -> list[int]:
+        """The ids of text as it is (a rendered chat); a text prompt: `encode_text_prompt`."""
         if self.tokenizer is not None:
             return self.tokenizer.encode(text, add_special_tokens=False).ids
         if self.encoding is not None:

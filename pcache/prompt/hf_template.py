@@ -4,7 +4,8 @@
 never runs model code (`trust_remote_code` does not exist here): the template is rendered in
 pcache's sandboxed copy of transformers' environment (`chat_jinja`), with the same inputs
 `apply_chat_template` gives it, and the text is encoded with `add_special_tokens=False`, so the
-ids equal `apply_chat_template(..., tokenize=True)`.
+ids equal `apply_chat_template(..., tokenize=True)`. A text prompt gets the special tokens the
+tokenizer adds (`prompt_tokens`, `pcache.prompt.codec.encode_text_prompt`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from pcache.prompt.chat_jinja import (
     pinned_date,
     template_messages,
 )
-from pcache.prompt.codec import load_tokenizer, one_line
+from pcache.prompt.codec import (
+    NO_PROMPT_TOKENS,
+    PromptTokens,
+    load_tokenizer,
+    one_line,
+    prompt_tokens,
+)
 from pcache.prompt.hf_files import ModelFiles, locate_model_files
 from pcache.prompt.hf_pieces import HFPieces, monotonic_starts
 from pcache.prompt.provenance import DeferredSpans
@@ -55,12 +62,14 @@ class HFTemplateRenderer:
         templates: dict[str, str],
         special_tokens: dict[str, str],
         tokenizer_digest: str,
+        prompt_tokens: PromptTokens = NO_PROMPT_TOKENS,
     ):
         assert "default" in templates or len(templates) == 1 or "tool_use" in templates
         self.label = label
         self.tokenizer = tokenizer
         self.templates = templates
         self.special_tokens = special_tokens
+        self.prompt_tokens = prompt_tokens
         self.name = f"hf:{label}@{tokenizer_digest[:12]}"
         self.template_digest = _digest_templates(templates)
         self._pieces = HFPieces.of(tokenizer)
@@ -149,8 +158,9 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     config = _read_json(files.config) if files.config else {}
     templates = _templates(files, config)
     special_tokens = _special_tokens(files, config)
+    around = prompt_tokens(tokenizer)
     digest = hashlib.sha256(data).hexdigest()
-    return HFTemplateRenderer(files.label, tokenizer, templates, special_tokens, digest)
+    return HFTemplateRenderer(files.label, tokenizer, templates, special_tokens, digest, around)
 
 
 def template_calls_clock(renderer: Renderer, request: Request | None = None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from pcache.defaults import DEFAULT_TOKENIZER
+from pcache.prompt.codec import encode_text_prompt, encode_text_prompt_with_starts
 from pcache.prompt.rendered import RenderedPrompt, Span
 from pcache.prompt.request import KIND_PROMPT, KIND_TOKEN_IDS, Request
 from pcache.prompt.tiktoken_offline import ENCODINGS
@@ -40,9 +41,10 @@ def render(
     if request.kind == KIND_PROMPT:
         assert request.prompt is not None
         text, spans = request.prompt, [Span(0, len(request.prompt), request.source_path("prompt"))]
+        token_ids, starts = encode_text_prompt_with_starts(renderer, text)
     else:
         text, spans = renderer.render_text(request, options)
-    token_ids, starts = renderer.encode_with_starts(text)
+        token_ids, starts = renderer.encode_with_starts(text)
     return RenderedPrompt(
         request, text, token_ids, starts, spans, renderer.name, renderer.template_digest
     )
@@ -59,7 +61,7 @@ def prompt_token_ids(
         return list(request.token_ids)
     if request.kind == KIND_PROMPT:
         assert request.prompt is not None
-        return renderer.encode(request.prompt)
+        return encode_text_prompt(renderer, request.prompt)
     if isinstance(renderer, DeferredRenderer):
         text = renderer.render_text_deferred(request, options)[0]
     else:

@@ -47,12 +47,12 @@ class TextCodec:
         self.byte_level = self.codec.byte_level
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """The prompt ids of a text prompt; without special tokens (vLLM's
-        `add_special_tokens: false`) the tokenizer adds none (no BOS)."""
+        """A text prompt's ids, with the special tokens the model's tokenizer adds; without
+        them (vLLM's `add_special_tokens: false`) the text's own ids (no BOS)."""
         if add_special_tokens:
-            return self.codec.encode(text)
-        if self.codec.tokenizer is not None:
-            return self.codec.tokenizer.encode(text, add_special_tokens=False).ids
+            from pcache.prompt.codec import encode_text_prompt
+
+            return encode_text_prompt(self.codec, text)
         return self.codec.encode(text)
 
     def decode(self, token_ids: list[int]) -> str:
@@ -77,14 +77,19 @@ class TextCodec:
         return ByteDetokenizer() if self.byte_level else Detokenizer(self)
 
     def render_chat(self, messages: list[dict[str, Any]], tools: list[Any] | None) -> list[int]:
-        """The prompt token ids of a chat request (generation prompt appended)."""
+        """The prompt token ids of a chat request (generation prompt appended), rendered with
+        today's date where the template prints one, as vLLM and transformers render it."""
+        import datetime
+
         from pcache.prompt.render import prompt_token_ids
         from pcache.prompt.request import request_from_document
+        from pcache.prompt.tokenizer import RenderOptions
 
         body: dict[str, Any] = {"messages": messages}
         if tools:
             body["tools"] = tools
-        return prompt_token_ids(request_from_document(body, "request"), self.renderer)
+        today = RenderOptions(date=datetime.date.today().isoformat())
+        return prompt_token_ids(request_from_document(body, "request"), self.renderer, today)
 
 
 class Detokenizer:
