@@ -171,7 +171,7 @@ def test_readme_serving_commands(tmp_path):
 def test_a_request_trace_tokenized_for_another_vocabulary_is_mapped_into_the_servers(cli, url):
     trace = ROOT / "samples/traces/requests_tiny.jsonl"
     common = ("replay", trace, "--endpoint", f"{url}/v1", "--reset-cache", "--time-scale", "0")
-    common = (*common, "-t", "cl100k_base")
+    common = (*common, "-t", "cl100k_base", "--api", "completions")
     refused = cli(*common, "--max-concurrency", "1", "--max-output-tokens", "1")
     assert refused.exit_code == 1 and "token ids must be in [0, 512)" in refused.stderr
     result = cli(

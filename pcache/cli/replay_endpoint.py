@@ -167,8 +167,7 @@ def render(result, format: str) -> None:
         )
     stdout.print(f"  prediction: {escape(measurement.prediction_assumptions)}", style="dim")
     stdout.print(
-        f"  block size {measurement.block_size} from {escape(measurement.block_size_source)};"
-        f" prompts tokenized by {escape(measurement.tokenization)}",
+        f"  block size {measurement.block_size}: {escape(measurement.block_size_source)}",
         style="dim",
     )
     metrics = measurement.server_metrics

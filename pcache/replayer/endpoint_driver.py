@@ -98,7 +98,7 @@ async def _learn_block_size(
     served = await server_block_size(client, options, metrics, secrets)
     given = options.settings.block_size
     if options.block_size_given:
-        session.block_size_source = "--block-size"
+        session.block_size_source = "given by --block-size"
         if served is not None and served.size != given:
             session.found["notes"].append(
                 f"the server's blocks are {served.size} tokens ({served.source}); predicted"
@@ -146,9 +146,8 @@ async def _learn_tokens(client: Any, session: Session, requests: dict, secrets: 
         tokens = await server_tokens(client, options, bodies, secrets)
     except SideFailure as failure:
         session.found["notes"].append(
-            f"the server's /tokenize was not usable ({failure}); prompts were tokenized with"
-            f" pcache's {options.settings.tokenizer}, which may not be the served model's"
-            " tokenizer (give -t)"
+            f"prompts were tokenized with pcache's {options.settings.tokenizer} tokenizer,"
+            f" which may not be the served model's (give -t): {failure}"
         )
         return
     records = [

@@ -102,26 +102,28 @@ async def read_body(response: Any, limit: int, truncate: bool = False) -> bytes:
 async def iter_lines(
     response: Any, max_line: int = MAX_LINE_BYTES, max_total: int = MAX_STREAM_BYTES
 ) -> AsyncIterator[bytes]:
-    """The body's lines as they arrive, without their ends; bounded per line and in total."""
+    """The body's non-blank lines as they arrive, without their ends; bounded per line and
+    in total. (Blank lines only separate server-sent events: a flood of them costs little.)"""
     pending = bytearray()
     total = 0
     async for piece in _pieces(response):
         total += len(piece)
         if total > max_total:
             raise ResponseTooLarge(f"the stream is larger than {_size(max_total)}")
-        start = 0
-        while True:
-            end = piece.find(b"\n", start)
-            if end < 0:
-                break
-            if len(pending) + end - start > max_line:
-                raise ResponseTooLarge(f"a stream line is longer than {_size(max_line)}")
-            pending += piece[start:end]
-            yield bytes(pending.removesuffix(b"\r"))
-            pending.clear()
-            start = end + 1
-        pending += piece[start:]
+        lines = piece.split(b"\n")
+        if len(lines) == 1:
+            pending += piece
+        else:
+            lines[0] = bytes(pending) + lines[0]
+            pending = bytearray(lines.pop())
+            for line in lines:
+                if len(line) > max_line:
+                    raise ResponseTooLarge(f"a stream line is longer than {_size(max_line)}")
+                line = line.removesuffix(b"\r")
+                if line:
+                    yield line
         if len(pending) > max_line:
             raise ResponseTooLarge(f"a stream line is longer than {_size(max_line)}")
-    if pending:
-        yield bytes(pending.removesuffix(b"\r"))
+    last = bytes(pending).removesuffix(b"\r")
+    if last:
+        yield last

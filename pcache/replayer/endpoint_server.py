@@ -140,7 +140,7 @@ async def served_model(
         cards = orjson.loads(data).get("data")
         if not isinstance(cards, list):
             raise SideFailure(f"its `data` is {json_kind(cards)}, not a list")
-        names = [card.get("id") if isinstance(card, dict) else card for card in cards]
+        names = [card.get("id") if isinstance(card, dict) else None for card in cards]
     except (SideFailure, orjson.JSONDecodeError, AttributeError) as error:
         message = scrub(str(error) or type(error).__name__, secrets)
         raise UsageError(

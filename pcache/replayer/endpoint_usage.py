@@ -49,7 +49,8 @@ def checked_usage(
     usage: Any, body: dict[str, Any], api: str, own_prompt_tokens: int | None
 ) -> Usage:
     """The usage of a response (`usage`: its usage object, `body`: the chunk holding
-    SGLang's extensions) checked against the prompt pcache sent (`own_prompt_tokens`)."""
+    SGLang's extensions) checked against the prompt pcache sent (`own_prompt_tokens`: its
+    length; with the completions API, which sends token ids, exactly the prompt's)."""
     problems: list[str] = []
     if usage is not None and not isinstance(usage, dict):
         problems.append(f"`usage` is {described(usage)}, not an object")
@@ -74,6 +75,8 @@ def checked_usage(
         problems.append(f"`prompt_tokens` {prompt:,} for a prompt of {own_prompt_tokens:,} tokens")
         prompt = None
     limit = prompt if prompt is not None else bound
+    if prompt is None and api == "completions" and own_prompt_tokens:
+        limit = own_prompt_tokens  # the ids sent are the prompt
     reused = (cache.cached_tokens or 0) + (cache.cache_write_tokens or 0)
     if limit is not None and reused > limit:
         what = (
