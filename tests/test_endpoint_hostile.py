@@ -84,8 +84,9 @@ def assert_others_measured(data: dict) -> None:
         assert data["ttfts"][index] is not None and data["output_lens"][index] == 2
 
 
+SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats()
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(max_size=8),
+    SCALARS | st.text(max_size=8),
     lambda inner: (
         st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
     ),
