@@ -65,6 +65,15 @@ def trace_requests(trace: Trace, values: Any = None) -> dict[int | None, Any]:
     return requests
 
 
+def chat_messages(request: Any) -> list[Any]:
+    """The messages a chat request sends: a Chat Completions body's own, else (Anthropic,
+    Responses, ...) the request's messages as pcache reads them (system prompt first)."""
+    raw = request.raw
+    if request.kind == "openai" and isinstance(raw.get("messages"), list):
+        return raw["messages"]
+    return request.messages
+
+
 def default_api(trace: Trace, requests: dict[int | None, Any]) -> str:
     """chat for a trace whose every request has messages (and no token ids), else completions."""
     if trace.format != "requests" or not requests:
@@ -124,6 +133,9 @@ def _message_body(
     if options.api == "anthropic":
         body["max_tokens"] = output
     else:
+        if request.kind != "openai":  # e.g. Anthropic's: its system prompt becomes a message
+            body.pop("system", None)
+            body["messages"] = chat_messages(request)
         body.pop("max_tokens", None)
         body["max_completion_tokens"] = output
         body["stream_options"] = {"include_usage": True}

@@ -47,11 +47,13 @@ class Tokenization:
 def tokenize_body(request: Any, model: str) -> dict[str, Any] | None:
     """The /tokenize body of a request (`pcache.prompt.request.Request`); None when the
     request carries its own token ids or has neither messages nor a text prompt."""
+    from pcache.replayer.endpoint_requests import chat_messages
+
     if request.token_ids is not None:
         return None
     raw = request.raw
-    messages = raw.get("messages") if isinstance(raw, dict) else None
-    if isinstance(messages, list) and messages:
+    messages = chat_messages(request) if request.messages else None
+    if messages:
         body: dict[str, Any] = {"model": model, "messages": messages}
         body["add_generation_prompt"] = True
         body.update((key, raw[key]) for key in TEMPLATE_KEYS if raw.get(key) is not None)
