@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import orjson
 
 Reply = tuple[int, dict[str, str], Iterator[bytes] | bytes]
-"""(status, headers, body: bytes or pieces written one after the other)."""
+"""(status, headers, body: bytes or pieces written one after the other); status 0: say
+nothing, ever."""
 Handler = Callable[[str, str, bytes], Reply]
 """(method, path, request body) -> the reply."""
 
@@ -55,6 +56,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         status, headers, content = self.server.handle_reply(method, self.path, body)  # type: ignore[attr-defined]
+        if status == 0:  # never answer at all (not even a status line)
+            time.sleep(MAX_SERVE_S)
+            return
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)

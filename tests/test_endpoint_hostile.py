@@ -331,3 +331,95 @@ def test_models_that_list_odd_ids_are_a_usage_error_not_a_traceback(tmp_path, cl
             )
             assert result.exit_code == 2 and expected in result.stderr, result.output
             assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        (0, {}, b""),
+        (302, {"location": "http://127.0.0.1:1/elsewhere"}, b""),
+        (200, EVENT_STREAM, b'data: {"choices": [{"text": "x"}]}\n\ndata: {"choi'),
+        (200, EVENT_STREAM, b"data: \xff\xfe{}\n\n"),
+        (200, EVENT_STREAM, b"data: " + b"[" * 5000 + b"\n\n"),
+        (200, {"content-type": "application/json"}, orjson.dumps({"choices": []})),
+        (200, {**EVENT_STREAM, "content-encoding": "gzip"}, b"not gzip at all"),
+    ],
+    ids=[
+        "silent",
+        "redirect",
+        "cut mid-chunk",
+        "not UTF-8",
+        "deep nesting",
+        "not a stream",
+        "bad gzip",
+    ],
+)
+def test_more_broken_answers_fail_their_request_only(server, tmp_path, reply):
+    script, url = server
+    script.hostile = reply
+    data, took = replay(url, write_trace(tmp_path))
+    assert took < DEADLINE_S + SLACK_S
+    assert data["errors"][HOSTILE] and data["completed"] == 2
+    assert_others_measured(data)
+
+
+def test_escape_sequences_a_server_sends_are_not_written_to_the_terminal(server, tmp_path, cli):
+    script, url = server
+    message = "\x1b[2J\x1b]0;owned\x07 cleared"
+    script.hostile = (400, {}, orjson.dumps({"error": {"message": message}}))
+    result = cli("replay", write_trace(tmp_path), "--endpoint", f"{url}/v1", "--model", "m")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\\x1b[2J" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"tokens": [1, -2, 3]},
+        {"tokens": "1 2 3"},
+        {"tokens": [1, 2], "count": 3},
+        {"tokens": []},
+        [1, 2, 3],
+    ],
+)
+def test_an_unusable_tokenize_leaves_pcaches_tokens_with_a_note(tmp_path, cli, answer):
+    from tests.endpoint_fakes import chat_stream
+
+    def handle(method, path, body):
+        if path == "/tokenize":
+            return 200, {}, orjson.dumps(answer)
+        if path == "/v1/chat/completions":
+            return 200, EVENT_STREAM, chat_stream(10, 0)
+        return 404, {}, b""
+
+    trace = tmp_path / "chat.jsonl"
+    trace.write_bytes(orjson.dumps({"messages": [{"role": "user", "content": "hi"}]}) + b"\n")
+    with fake_server(handle) as url:
+        result = cli(
+            "replay", trace, "--endpoint", f"{url}/v1", "--model", "m", "--format", "json",
+            "--request-timeout", "5",
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = orjson.loads(result.stdout)
+    assert data["completed"] == 1 and data["tokenization"] == "pcache's gpt-oss tokenizer"
+    assert any("tokenized with pcache's gpt-oss tokenizer" in note for note in data["notes"])
+
+
+@pytest.mark.parametrize("label", ['"0"', '"abc"', '"-16"', '"99999999999"', '""'])
+def test_a_block_size_label_that_is_no_size_is_ignored(tmp_path, cli, label):
+    from tests.endpoint_fakes import completion_stream
+
+    metrics = (
+        f"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size={label}}} 1\n"
+    )
+
+    def handle(method, path, body):
+        if path == "/metrics":
+            return 200, {}, metrics.encode()
+        if path == "/v1/completions":
+            return 200, EVENT_STREAM, completion_stream(PROMPT, 0)
+        return 404, {}, b""
+
+    with fake_server(handle) as url:
+        data, _ = replay(url, write_trace(tmp_path, 1))
+    assert data["block_size"] == 16 and data["block_size_source"].startswith("the default")

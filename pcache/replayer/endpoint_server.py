@@ -33,6 +33,8 @@ from pcache.replayer.server_metrics import MetricsSnapshot, parse_metrics
 RESET_ROUTES = {"sglang": ("/flush_cache",), None: ("/reset_prefix_cache", "/flush_cache")}
 SERVER_INFO_ROUTES = ("/get_server_info", "/server_info")
 """SGLang's server arguments (`page_size`: tokens per page of its radix cache)."""
+MAX_MODEL_ID = 1024
+"""A model id longer than this is no name (it would be sent in every request)."""
 METRICS_SOURCES = {"vllm": "vllm:cache_config_info", "pcache": "pcache:cache_config_info"}
 
 
@@ -108,7 +110,7 @@ async def scrape(
         try:
             return parse_metrics(data.decode("utf-8", "replace")), None
         except (ValueError, TypeError, KeyError, IndexError) as error:
-            return None, f"{masked(url)} is not Prometheus text ({error})"
+            return None, f"{masked(url)} is not Prometheus text ({scrub(str(error)[:200], ())})"
     return None, f"{masked(url)} unreachable"
 
 
@@ -146,9 +148,13 @@ async def served_model(
         raise UsageError(
             f"--model not given and {masked(url)} did not list one ({message})"
         ) from None
-    odd = [name for name in names if not isinstance(name, str) or not name]
+    odd = [
+        name
+        for name in names
+        if not isinstance(name, str) or not name.isprintable() or not 0 < len(name) <= MAX_MODEL_ID
+    ]
     if odd:
-        kind = "empty" if isinstance(odd[0], str) else json_kind(odd[0])
+        kind = f"{scrub(odd[0][:80], ())!r}" if isinstance(odd[0], str) else json_kind(odd[0])
         raise UsageError(
             f"--model not given and {masked(url)} lists a model whose id is {kind}; give --model"
         )

@@ -123,7 +123,9 @@ async def server_tokens(
 
 
 def _quoted(data: bytes) -> str:
-    return data.decode("utf-8", "replace").strip()[:120]
+    from pcache.replayer.endpoint_url import scrub
+
+    return scrub(data.decode("utf-8", "replace").strip()[:120], ())
 
 
 @dataclass(frozen=True, slots=True)

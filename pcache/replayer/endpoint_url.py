@@ -60,10 +60,14 @@ def secrets_of(url: str) -> list[str]:
 
 
 def scrub(message: str, secrets: Iterable[str]) -> str:
-    """`message` with every secret replaced by `***`."""
+    """`message` with every secret replaced by `***`, and written as text a terminal shows as
+    it is: a character that is not printable (an escape sequence a server sent) becomes its
+    `\\x..` escape."""
     for secret in secrets:
         if secret:
             message = message.replace(secret, MASK)
+    if not message.isprintable():
+        message = "".join(char if char.isprintable() else ascii(char)[1:-1] for char in message)
     return message
 
 
