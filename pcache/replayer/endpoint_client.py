@@ -225,10 +225,12 @@ async def _stream(
                 continue
             if timing.first_chunk_s is None:
                 timing.first_chunk_s = now - sent
-            if "error" in chunk or chunk.get("type") == "error":
+            if chunk.get("error") is not None or chunk.get("type") == "error":
                 error = chunk.get("error")
                 message = error.get("message") if isinstance(error, dict) else error
-                timing.error = f"error in the stream: {str(message)[:200]}"
+                if not isinstance(message, str):
+                    message = orjson.dumps(error).decode()
+                timing.error = f"error in the stream: {message[:200]}"
                 return
             if _content_of(chunk, api):
                 timing.content_chunks += 1
