@@ -9,6 +9,8 @@ earlier prompt, in whole blocks, never the last token), as vLLM's block pool rep
 
 from __future__ import annotations
 
+import datetime
+
 import orjson
 import pytest
 
@@ -18,6 +20,7 @@ from tests.conftest import ROOT
 from tests.endpoint_fakes import chat_stream, completion_stream, fake_server
 
 TRACE = ROOT / "samples/traces/requests_tiny.jsonl"
+TODAY = datetime.date.today().isoformat()
 BOS = 1
 EVENTS = {"content-type": "text/event-stream"}
 
@@ -219,3 +222,62 @@ def test_hash_id_traces_go_to_completions(cli):
     assert data["backend"] == "openai"
     assert data["tokenization"] == "seeded tokens per hash id (the trace has no text)"
     assert data["cached_tokens"] == data["predicted_cached_tokens"]
+
+
+class RenderingServer:
+    """A server that renders chat requests with pcache's gpt-oss renderer, on its own date
+    and with a BOS token of its own where asked: what -t's tokens are checked against."""
+
+    def __init__(self, date: str, bos: bool = False) -> None:
+        self.date, self.bos = date, bos
+
+    def render(self, messages: list[dict]) -> list[int]:
+        from pcache.prompt.render import prompt_token_ids, resolve_renderer
+        from pcache.prompt.request import request_from_document
+        from pcache.prompt.tokenizer import RenderOptions
+
+        request = request_from_document({"messages": messages}, "server")
+        ids = prompt_token_ids(request, resolve_renderer("gpt-oss"), RenderOptions(date=self.date))
+        return [BOS, *ids] if self.bos else list(ids)
+
+    def __call__(self, method: str, path: str, body: bytes):
+        if path == "/v1/models":
+            return 200, {}, orjson.dumps({"data": [{"id": "m"}]})
+        request = orjson.loads(body) if body else {}
+        if path == "/tokenize":
+            tokens = self.render(request["messages"])
+            return 200, {}, orjson.dumps({"tokens": tokens, "count": len(tokens)})
+        if path == "/v1/chat/completions":
+            return 200, EVENTS, chat_stream(len(self.render(request["messages"])), 0)
+        return 404, {}, b""
+
+
+@pytest.mark.parametrize(
+    ("server", "cause"),
+    [
+        (RenderingServer("2026-01-01"), None),
+        (RenderingServer("2026-01-01", bos=True), "a BOS token the server adds"),
+        (RenderingServer("2025-06-30"), None),
+        (RenderingServer(TODAY), "the date: the template prints the date"),
+    ],
+    ids=["same", "bos", "other date", "today"],
+)
+def test_with_t_pcaches_tokens_are_checked_against_the_servers(cli, server, cause):
+    if TODAY == "2026-01-01" and server.date == TODAY and cause:
+        pytest.skip("today is --date's day: nothing to tell apart")
+    with fake_server(server) as url:
+        data = replay(cli, url, "-t", "gpt-oss", "--date", "2026-01-01")
+    assert data["tokenization"] == "-t gpt-oss"
+    mismatch = data["tokens_mismatch"]
+    if server.date == "2026-01-01" and not server.bos:
+        assert mismatch is None, data["notes"]
+        return
+    assert mismatch["request"] == 0
+    if cause is not None and server.bos:
+        assert mismatch["position"] == 0 and mismatch["cause"].startswith(cause)
+    elif cause is not None:
+        assert mismatch["position"] > 0 and mismatch["cause"].startswith(cause)
+    else:  # the date differs, but today is not the server's: the template is named
+        assert mismatch["position"] > 0
+        assert "chat template" in mismatch["cause"]
+    assert any("differ from the server's /tokenize from request 0" in n for n in data["notes"])

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pcache.errors import InputError
+from pcache.errors import InputError, PcacheError
 from pcache.replayer.arrivals import arrival_offsets
 from pcache.replayer.endpoint_client import ROUTES, RequestTiming, send_request
 from pcache.replayer.endpoint_options import EndpointOptions
@@ -45,8 +45,10 @@ from pcache.replayer.endpoint_server import (
 from pcache.replayer.endpoint_tokenize import (
     Tokenization,
     compare_prompt_tokens,
+    first_difference,
     mismatch_note,
     server_tokens,
+    token_cause,
     tokenize_body,
 )
 from pcache.replayer.report import ReplayReport, distribution_of
@@ -125,30 +127,31 @@ def _local_tokenization(session: Session) -> Tokenization:
 
 
 async def _learn_tokens(client: Any, session: Session, requests: dict, secrets: list[str]) -> None:
-    """Without -t: a request trace's prompts as the server tokenizes them."""
+    """Without -t: a request trace's prompts as the server tokenizes them. With -t, the
+    server's tokens (where it has /tokenize) are compared with pcache's, and a difference
+    is a note."""
     options, trace = session.options, session.trace
     session.tokenization = _local_tokenization(session)
-    if trace.format != "requests" or options.tokenizer_given or options.api == "anthropic":
-        if trace.format == "requests" and all(
-            requests.get(record.line) is not None and requests[record.line].token_ids is not None
-            for record in trace.records
-        ):
-            session.tokenization = Tokenization("trace", "the trace's token ids")
-        return
     bodies = [
         tokenize_body(requests[record.line], options.model) if record.line in requests else None
         for record in trace.records
     ]
-    if not any(body is not None for body in bodies):
+    if trace.format == "requests" and not any(body is not None for body in bodies):
         session.tokenization = Tokenization("trace", "the trace's token ids")
+        return
+    if trace.format != "requests" or options.api == "anthropic":
         return
     try:
         tokens = await server_tokens(client, options, bodies, secrets)
     except SideFailure as failure:
-        session.found["notes"].append(
-            f"prompts were tokenized with pcache's {options.settings.tokenizer} tokenizer,"
-            f" which may not be the served model's (give -t): {failure}"
-        )
+        if not options.tokenizer_given:
+            session.found["notes"].append(
+                f"prompts were tokenized with pcache's {options.settings.tokenizer} tokenizer,"
+                f" which may not be the served model's (give -t): {failure}"
+            )
+        return
+    if options.tokenizer_given:
+        _compare_with_server(session, requests, tokens)
         return
     records = [
         replace(record, token_ids=ids, input_length=len(ids)) if ids is not None else record
@@ -156,6 +159,46 @@ async def _learn_tokens(client: Any, session: Session, requests: dict, secrets: 
     ]
     session.trace = replace(trace, records=records)
     session.tokenization = Tokenization("server", "the server's /tokenize")
+
+
+def _compare_with_server(session: Session, requests: dict, tokens: list) -> None:
+    """-t given: where pcache's tokens differ from the server's /tokenize, a note."""
+    options, trace = session.options, session.trace
+    local = [record.token_ids or [] for record in trace.records]
+    difference = first_difference(local, tokens)
+    if difference is None:
+        return
+    index, position = difference
+    request = requests[trace.records[index].line]
+    cause = token_cause(local[index], tokens[index], position)
+    if cause is None and _renders_with_today(request, options, tokens[index]):
+        cause = (
+            f"the date: the template prints the date, and the server's is today's, not"
+            f" --date {options.settings.date}"
+        )
+    cause = cause or "the chat template or the tokenizer (not the served model's)"
+    session.found["token_mismatch"] = {"request": index, "position": position, "cause": cause}
+    session.found["notes"].append(
+        f"pcache's tokens (-t {options.settings.tokenizer}) differ from the server's /tokenize"
+        f" from request {index}, token {position}; likely cause: {cause}. The predictions"
+        " hash pcache's tokens"
+    )
+
+
+def _renders_with_today(request: Any, options: EndpointOptions, server: list[int]) -> bool:
+    import datetime
+
+    from pcache.prompt.render import prompt_token_ids, resolve_renderer
+
+    today = datetime.date.today().isoformat()
+    if today == options.settings.date:
+        return False
+    settings = replace(options.settings, date=today)
+    try:
+        renderer = resolve_renderer(settings.tokenizer)
+        return list(prompt_token_ids(request, renderer, settings.render_options())) == server
+    except (PcacheError, ValueError):  # only a guess at a cause: the note stands without it
+        return False
 
 
 def _plan(session: Session, requests: dict) -> None:
@@ -448,6 +491,7 @@ def _measurement(session: Session, interrupted: bool) -> EndpointMeasurement:
         pcache_input_lens=own,
         prompt_tokens_mismatch=mismatch,
         usage_problems=[t.index for t in odd],
+        tokens_mismatch=found.get("token_mismatch"),
     )
     if report.mismatched_requests() and not (options.reset_cache or options.compare_cache):
         notes.append(

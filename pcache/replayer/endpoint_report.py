@@ -186,6 +186,8 @@ class EndpointMeasurement:
     """`endpoint_tokenize.PromptMismatch`: where the server's counts differ from pcache's."""
     usage_problems: list[int] = field(default_factory=list)
     """Requests whose usage held impossible counts (taken as unknown)."""
+    tokens_mismatch: dict[str, Any] | None = None
+    """With -t: the first request and token where pcache's tokens differ from /tokenize's."""
 
     def cached_tokens(self) -> list[int | None]:
         return [t.cache.cached_tokens if t.ok else None for t in self.measured.timings]
@@ -311,6 +313,7 @@ class EndpointMeasurement:
             if self.prompt_tokens_mismatch is not None
             else None,
             "usage_problems": self.usage_problems,
+            "tokens_mismatch": self.tokens_mismatch,
         }
         return data
 

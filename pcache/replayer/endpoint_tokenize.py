@@ -128,6 +128,30 @@ def _quoted(data: bytes) -> str:
     return scrub(data.decode("utf-8", "replace").strip()[:120], ())
 
 
+def first_difference(
+    local: list[list[int]], server: list[list[int] | None]
+) -> tuple[int, int] | None:
+    """(request, token position) where pcache's tokens first differ from the server's."""
+    for index, (ours, theirs) in enumerate(zip(local, server, strict=True)):
+        if theirs is None or ours == theirs:
+            continue
+        position = next(
+            (at for at, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
+            min(len(ours), len(theirs)),
+        )
+        return index, position
+    return None
+
+
+def token_cause(ours: list[int], theirs: list[int], position: int) -> str | None:
+    """A BOS token one side has and the other lacks, when that is the whole difference."""
+    if position == 0 and theirs[1:] == ours:
+        return "a BOS token the server adds and pcache's tokens lack"
+    if position == 0 and ours[1:] == theirs:
+        return "a BOS token pcache adds and the server does not"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class PromptMismatch:
     """Requests whose reported prompt tokens differ from the count the prediction used."""
