@@ -281,3 +281,17 @@ def test_with_t_pcaches_tokens_are_checked_against_the_servers(cli, server, caus
         assert mismatch["position"] > 0
         assert "chat template" in mismatch["cause"]
     assert any("differ from the server's /tokenize from request 0" in n for n in data["notes"])
+
+
+def test_the_python_api_replays_request_bodies_in_memory_the_same_way():
+    import pcache
+
+    system = {"role": "system", "content": "A shared system prompt of some length. " * 10}
+    bodies = [{"messages": [system, {"role": "user", "content": f"Q{i}?"}]} for i in range(3)]
+    with fake_server(FakeVllm(block_size=32)) as url:
+        result = pcache.replay(
+            bodies, mode="endpoint", url=f"{url}/v1", reset_cache=True, max_concurrency=1
+        )
+    data = result.to_dict()
+    assert data["backend"] == "openai-chat" and data["tokenization"] == "the server's /tokenize"
+    assert data["cached_tokens"] == data["predicted_cached_tokens"] and data["cached_tokens"][1] > 0
