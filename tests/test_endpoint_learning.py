@@ -295,3 +295,15 @@ def test_the_python_api_replays_request_bodies_in_memory_the_same_way():
     data = result.to_dict()
     assert data["backend"] == "openai-chat" and data["tokenization"] == "the server's /tokenize"
     assert data["cached_tokens"] == data["predicted_cached_tokens"] and data["cached_tokens"][1] > 0
+
+
+def test_a_block_size_given_to_the_python_api_wins_too():
+    import pcache
+
+    bodies = [{"token_ids": [*range(5, 60), i]} for i in range(2)]
+    with fake_server(FakeVllm(block_size=32)) as url:
+        given = pcache.replay(bodies, mode="endpoint", url=f"{url}/v1", block_size=16)
+        learned = pcache.replay(bodies, mode="endpoint", url=f"{url}/v1")
+    assert given.to_dict()["block_size"] == 16
+    assert given.to_dict()["block_size_source"] == "given by --block-size"
+    assert learned.to_dict()["block_size"] == 32

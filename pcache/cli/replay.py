@@ -254,7 +254,6 @@ def replay_command(
         api_key_env=api_key_env,
         timeout_s=timeout,
         request_timeout_s=request_timeout,
-        block_size_given=block_size is not None if endpoint is not None else None,
         retries=retries,
         ignore_eos=ignore_eos,
         vocab_size=vocab_size,
