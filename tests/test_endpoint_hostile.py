@@ -423,3 +423,24 @@ def test_a_block_size_label_that_is_no_size_is_ignored(tmp_path, cli, label):
     with fake_server(handle) as url:
         data, _ = replay(url, write_trace(tmp_path, 1))
     assert data["block_size"] == 16 and data["block_size_source"].startswith("the default")
+
+
+def test_a_reset_route_that_never_answers_costs_the_side_deadline_only(tmp_path, cli):
+    from tests.endpoint_fakes import completion_stream
+
+    def handle(method, path, body):
+        if path == "/reset_prefix_cache":
+            return 0, {}, b""  # never answers
+        if path == "/flush_cache":
+            return 200, {}, b""
+        if path == "/v1/completions":
+            return 200, EVENT_STREAM, completion_stream(PROMPT, 0)
+        return 404, {}, b""
+
+    with fake_server(handle) as url:
+        started = time.monotonic()
+        data, _ = replay(url, write_trace(tmp_path), compare_cache=True)
+        took = time.monotonic() - started
+    assert data["compare_cache"]["reset"] == "/flush_cache"
+    assert data["completed"] == 3
+    assert took < 3 * DEADLINE_S + SLACK_S  # one wait on the silent route per reset

@@ -245,6 +245,10 @@ class EndpointMeasurement:
                     "itls": timing.itl_s,
                     "cached_tokens": cached[index],
                     "predicted_cached_tokens": self.predicted_cached_tokens[index],
+                    "pcache_input_len": self.pcache_input_lens[index]
+                    if self.pcache_input_lens
+                    else None,
+                    "usage_problem": timing.usage_problem,
                     "error": timing.error,
                 }
             )
