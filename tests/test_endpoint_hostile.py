@@ -119,7 +119,8 @@ TRICKLES = {
 }
 
 
-def hostile_replies():
+def hostile_kinds() -> dict:
+    """The kinds of hostile answer, each a strategy (the sweep draws each in turn)."""
     odd_chunks = st.tuples(st.lists(CHUNK, max_size=5), st.booleans()).map(
         lambda drawn: (200, EVENT_STREAM, sse(*drawn[0], done=drawn[1]))
     )
@@ -143,7 +144,17 @@ def hostile_replies():
             sse({"choices": [{"text": "x"}]}, {"choices": [], "usage": usage}),
         )
     )
-    return st.one_of(odd_chunks, trickles, statuses, raw, usages)
+    return {
+        "odd chunks": odd_chunks,
+        "trickles": trickles,
+        "error statuses": statuses,
+        "raw bytes": raw,
+        "odd usage": usages,
+    }
+
+
+def hostile_replies():
+    return st.one_of(*hostile_kinds().values())
 
 
 @settings(
