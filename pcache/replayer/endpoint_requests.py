@@ -4,7 +4,9 @@
 SGLang and pcache serve accept token ids), so the server sees exactly the tokens the
 simulator hashes; hash-id records (Mooncake, Bailian) get seeded tokens per block id, below
 `vocab_size`. `chat` and `anthropic` send a request trace's own messages (its body, less
-pcache's sidecar keys), with the model, streaming and the output length set.
+pcache's sidecar keys), with the model, streaming and the output length set; to the chat
+API, a request of another shape (Anthropic's, say) sends its messages as pcache reads them,
+its system prompt first.
 
 `--api` not given: a request trace of messages is sent to the chat API (the server renders
 the messages with its own template), a trace of token ids, text prompts or hash ids to

@@ -79,11 +79,12 @@ def checked_usage(
         limit = own_prompt_tokens  # the ids sent are the prompt
     reused = (cache.cached_tokens or 0) + (cache.cache_write_tokens or 0)
     if limit is not None and reused > limit:
-        what = (
-            f"the prompt's {prompt:,} tokens"
-            if prompt is not None
-            else (f"any prompt of {own_prompt_tokens:,} tokens")
-        )
+        if prompt is not None:
+            what = f"the prompt's {prompt:,} tokens"
+        elif limit == own_prompt_tokens:
+            what = f"the {limit:,} prompt tokens sent"
+        else:
+            what = f"any prompt of {own_prompt_tokens:,} tokens"
         problems.append(f"`{cache.field}` {reused:,} exceeds {what}")
         cache = ReportedCache(None, field=cache.field)
     return Usage(prompt, completion, cache, problems[0] if problems else None)
