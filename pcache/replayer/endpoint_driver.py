@@ -111,6 +111,8 @@ async def _learn_block_size(
             options, settings=replace(options.settings, block_size=served.size)
         )
         session.block_size_source = f"the server ({served.source})"
+    elif not options.scrape_metrics:
+        session.block_size_source = "the default (--no-server-metrics: /metrics was not read)"
     else:
         session.block_size_source = (
             "the default (the server publishes no block size: give --block-size)"
