@@ -20,3 +20,5 @@ DEFAULT_MODEL = "llama3-8b"
 PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic")
 """The caches lint, diff and the report price findings for (`--profile`)."""
 DEFAULT_PROFILE = "vllm"
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+"""The deadline of one whole request of `replay --endpoint` (`--request-timeout`)."""

@@ -120,7 +120,21 @@ ANTHROPIC = {"cache_read_input_tokens": 0, "cache_creation_input_tokens": 12}
         ({"meta_info": {"cached_tokens": 9}}, None, (9, None, "meta_info.cached_tokens")),
         ({}, ANTHROPIC, (0, 12, "usage.cache_read_input_tokens")),
         ({}, {"prompt_tokens": 10, DETAILS: None}, (None, None, None)),
-        ({}, {DETAILS: {"cached_tokens": -1}}, (None, None, None)),
+        (
+            {},
+            {DETAILS: {"cached_tokens": -1}},
+            (
+                None,
+                None,
+                f"usage.{DETAILS}.cached_tokens",
+                f"`usage.{DETAILS}.cached_tokens` is -1",
+            ),
+        ),
+        (
+            {"sglext": {"cached_tokens_details": {"device": 2.5}}},
+            {},
+            (None, None, "sglext.cached_tokens_details", "`sglext.cached_tokens_details` is 2.5"),
+        ),
         ({}, None, (None, None, None)),
     ],
 )

@@ -171,7 +171,7 @@ def test_readme_serving_commands(tmp_path):
 def test_a_request_trace_tokenized_for_another_vocabulary_is_mapped_into_the_servers(cli, url):
     trace = ROOT / "samples/traces/requests_tiny.jsonl"
     common = ("replay", trace, "--endpoint", f"{url}/v1", "--reset-cache", "--time-scale", "0")
-    common = (*common, "-t", "cl100k_base")
+    common = (*common, "-t", "cl100k_base", "--api", "completions")
     refused = cli(*common, "--max-concurrency", "1", "--max-output-tokens", "1")
     assert refused.exit_code == 1 and "token ids must be in [0, 512)" in refused.stderr
     result = cli(
@@ -183,3 +183,33 @@ def test_a_request_trace_tokenized_for_another_vocabulary_is_mapped_into_the_ser
     assert data["completed"] == data["num_prompts"] > 1
     assert data["cached_tokens"] == data["predicted_cached_tokens"]
     assert data["total_cached_tokens"] > 0
+
+
+def test_with_no_flags_request_traces_are_exact_against_pcache_serve(tmp_path, cli, url):
+    """Chat messages and text prompts, no -t, -b or --api: the server's /tokenize, block
+    size and chat template are the prediction's, request by request."""
+    import httpx
+
+    probe = httpx.post(f"{url}/tokenize", json={"model": "tiny", "prompt": "hi"}, timeout=30)
+    if probe.status_code == 404:
+        pytest.skip("this pcache serve has no /tokenize")
+    text_trace = tmp_path / "text.jsonl"
+    shared = "Every request starts with this same preamble of some length. " * 6
+    write_trace(text_trace, [{"prompt": shared + f"Question {i}?"} for i in range(3)])
+    chat_trace = ROOT / "samples/traces/requests_tiny.jsonl"
+    for trace, backend in ((chat_trace, "openai-chat"), (text_trace, "openai")):
+        result = cli(
+            "replay", trace, "--endpoint", f"{url}/v1", "--reset-cache", "--max-concurrency",
+            "1", "--time-scale", "0", "--max-output-tokens", "2", "--format", "json",
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        data = orjson.loads(result.stdout)
+        assert data["backend"] == backend
+        assert data["tokenization"] == "the server's /tokenize", data["notes"]
+        assert data["completed"] == data["num_prompts"]
+        assert data["pcache_input_lens"] == data["input_lens"]
+        assert data["prompt_tokens_mismatch"] is None, data["notes"]
+        assert data["cached_tokens"] == data["predicted_cached_tokens"]
+        assert sum(data["cached_tokens"]) > 0
+        assert data["block_size"] == 16
+        assert data["block_size_source"] == "the server (pcache:cache_config_info in /metrics)"

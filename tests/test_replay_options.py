@@ -138,6 +138,7 @@ def _cli_defaults() -> dict[str, object]:
         ("api", EndpointOptions, "api"),
         ("burstiness", EndpointOptions, "burstiness"),
         ("timeout", EndpointOptions, "timeout_s"),
+        ("request_timeout", EndpointOptions, "request_timeout_s"),
         ("retries", EndpointOptions, "retries"),
         ("trace_format", SimulateOptions, "trace_format"),
     ],

@@ -55,6 +55,16 @@ BlockSizeOpt = Annotated[
         "--block-size", "-b", callback=in_range(1, MAX_BLOCK_SIZE), help="Tokens per KV block."
     ),
 ]
+ReplayBlockSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--block-size",
+        "-b",
+        callback=in_range(1, MAX_BLOCK_SIZE),
+        help=f"Tokens per KV block (default {DEFAULT_BLOCK_SIZE}; with --endpoint, the size the"
+        " server publishes, when it does).",
+    ),
+]
 HashAlgoOpt = Annotated[
     str,
     typer.Option(

@@ -10,18 +10,18 @@ import typer
 
 from pcache.cli import replay_endpoint as ep
 from pcache.cli.options import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
-    BlockSizeOpt,
     CacheSaltOpt,
     DateOpt,
     FormatOpt,
     HashAlgoOpt,
+    ReplayBlockSizeOpt,
     TokenizerOpt,
     check_text_or_json,
 )
+from pcache.defaults import DEFAULT_REQUEST_TIMEOUT_S
 
 
 def replay_command(
@@ -181,7 +181,7 @@ def replay_command(
         ),
     ] = None,
     tokenizer: TokenizerOpt = None,
-    block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
+    block_size: ReplayBlockSizeOpt = None,
     hash_algo: HashAlgoOpt = DEFAULT_HASH_ALGO,
     cache_salt: CacheSaltOpt = None,
     date: DateOpt = DEFAULT_DATE,
@@ -190,7 +190,7 @@ def replay_command(
     ] = None,
     format: FormatOpt = "text",
     endpoint: ep.EndpointOpt = None,
-    api: ep.ApiOpt = "completions",
+    api: ep.ApiOpt = None,
     max_concurrency: ep.MaxConcurrencyOpt = None,
     rate: ep.RateOpt = None,
     burstiness: ep.BurstinessOpt = 1.0,
@@ -198,6 +198,7 @@ def replay_command(
     reset_cache: ep.ResetCacheOpt = False,
     api_key_env: ep.ApiKeyEnvOpt = None,
     timeout: ep.TimeoutOpt = 300.0,
+    request_timeout: ep.RequestTimeoutOpt = DEFAULT_REQUEST_TIMEOUT_S,
     retries: ep.RetriesOpt = 2,
     ignore_eos: ep.IgnoreEosOpt = False,
     vocab_size: ep.VocabSizeOpt = None,
@@ -252,6 +253,7 @@ def replay_command(
         reset_cache=reset_cache,
         api_key_env=api_key_env,
         timeout_s=timeout,
+        request_timeout_s=request_timeout,
         retries=retries,
         ignore_eos=ignore_eos,
         vocab_size=vocab_size,

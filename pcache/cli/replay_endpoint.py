@@ -16,11 +16,12 @@ EndpointOpt = Annotated[
     ),
 ]
 ApiOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--api",
         help="completions (token ids to /v1/completions), chat (the trace's messages to"
-        " /v1/chat/completions) or anthropic (/v1/messages).",
+        " /v1/chat/completions) or anthropic (/v1/messages); default: chat for a trace of"
+        " messages, else completions.",
     ),
 ]
 MaxConcurrencyOpt = Annotated[
@@ -62,6 +63,14 @@ ApiKeyEnvOpt = Annotated[
 ]
 TimeoutOpt = Annotated[
     float, typer.Option("--timeout", help="Seconds to wait for a connection or a chunk.")
+]
+RequestTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--request-timeout",
+        help="Seconds a whole request may take (its stream included; side requests:"
+        " at most 30); past it the request fails and the replay goes on.",
+    ),
 ]
 RetriesOpt = Annotated[
     int,
@@ -157,6 +166,10 @@ def render(result, format: str) -> None:
             f" of {totals.input_tokens:,} prompt tokens ({verdict})"
         )
     stdout.print(f"  prediction: {escape(measurement.prediction_assumptions)}", style="dim")
+    stdout.print(
+        f"  block size {measurement.block_size}: {escape(measurement.block_size_source)}",
+        style="dim",
+    )
     metrics = measurement.server_metrics
     if metrics is not None:
         delta, client = metrics["delta"], metrics["client"]
@@ -195,7 +208,7 @@ def run(trace: str, options, output: str | None, format: str) -> None:
     from pcache.cli.console import stderr, warning
 
     if format == "text" and stderr.is_terminal:
-        stderr.print(f"replaying {trace} against {options.base} ...", markup=False)
+        stderr.print(f"replaying {trace} against {options.shown} ...", markup=False)
     result = replay(trace, options)
     for message in result.skipped[:5]:
         warning(f"skipped {message}")

@@ -5,20 +5,39 @@ reasoning or a tool call (SGLang's, AIPerf's and guidellm's definition); the fir
 any kind is recorded too (`vllm bench serve`'s: a role-only chunk counts there). A request
 is retried only when it never reached the server (the connection failed), and the clock of
 a retried request starts at the attempt that got through.
+
+A hostile or broken server fails the one request, with its reason, never the replay: the
+whole request (retries, the stream, keep-alive comments) has a deadline; what is read is
+bounded (`pcache.replayer.endpoint_reading`); a chunk of an unexpected shape fails the
+request that got it; impossible usage is unknown (`pcache.replayer.endpoint_usage`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from pcache.replayer.reported_cache import ReportedCache, reported_cache
+from pcache.prompt.fields import json_kind
+from pcache.replayer.endpoint_reading import (
+    MAX_ERROR_BYTES,
+    ResponseTooLarge,
+    UnsupportedEncoding,
+    iter_lines,
+    read_body,
+)
+from pcache.replayer.endpoint_url import scrub
+from pcache.replayer.endpoint_usage import checked_usage
+from pcache.replayer.reported_cache import ReportedCache
 
 APIS = ("completions", "chat", "anthropic")
 ROUTES = {"completions": "/completions", "chat": "/chat/completions", "anthropic": "/messages"}
+CONTENT_KEYS = ("content", "reasoning_content", "reasoning", "tool_calls")
+ANTHROPIC_CONTENT_KEYS = ("text", "thinking", "partial_json")
 
 
 @dataclass(slots=True)
@@ -39,6 +58,12 @@ class RequestTiming:
     content_chunks: int = 0
     cache: ReportedCache = field(default_factory=lambda: ReportedCache(None))
     retries: int = 0
+    usage_problem: str | None = None
+    """Why a usage count the server sent was taken as unknown (`endpoint_usage`)."""
+
+
+class ShapeError(Exception):
+    """A stream chunk of a shape no server sends; the message says what was found."""
 
 
 def _content_of(chunk: dict[str, Any], api: str) -> bool:
@@ -46,24 +71,34 @@ def _content_of(chunk: dict[str, Any], api: str) -> bool:
     if api == "anthropic":
         if chunk.get("type") != "content_block_delta":
             return False
-        delta = chunk.get("delta") or {}
-        return any(delta.get(key) for key in ("text", "thinking", "partial_json"))
-    for choice in chunk.get("choices") or ():
+        delta = chunk.get("delta")
+        if not isinstance(delta, dict):
+            raise ShapeError(f"a content_block_delta's `delta` is {json_kind(delta)}")
+        return any(delta.get(key) for key in ANTHROPIC_CONTENT_KEYS)
+    choices = chunk.get("choices")
+    if choices is None:
+        return False
+    if not isinstance(choices, list):
+        raise ShapeError(f"a chunk's `choices` is {json_kind(choices)}, not a list")
+    found = False
+    for choice in choices:
         if not isinstance(choice, dict):
-            continue
+            raise ShapeError(f"a chunk's choice is {json_kind(choice)}, not an object")
         if choice.get("text"):
-            return True
-        delta = choice.get("delta") or {}
-        if isinstance(delta, dict) and any(
-            delta.get(key) for key in ("content", "reasoning_content", "reasoning", "tool_calls")
-        ):
-            return True
-    return False
+            found = True
+        delta = choice.get("delta")
+        if delta is None:
+            continue
+        if not isinstance(delta, dict):
+            raise ShapeError(f"a chunk's `delta` is {json_kind(delta)}, not an object")
+        found = found or any(delta.get(key) for key in CONTENT_KEYS)
+    return found
 
 
-def _error_message(status: int, text: str) -> str:
+def _error_message(status: int, data: bytes) -> str:
+    text = data.decode("utf-8", "replace")
     try:
-        body = orjson.loads(text)
+        body = orjson.loads(data)
     except orjson.JSONDecodeError:
         return f"HTTP {status}: {text.strip()[:200]}"
     error = body.get("error") if isinstance(body, dict) else None
@@ -76,7 +111,7 @@ class _Usage:
     """The usage of a stream: OpenAI's last chunk, or Anthropic's start and delta events."""
 
     def __init__(self) -> None:
-        self.usage: dict[str, Any] | None = None
+        self.usage: Any = None
         self.body: dict[str, Any] = {}
 
     def read(self, chunk: dict[str, Any], api: str) -> None:
@@ -84,36 +119,24 @@ class _Usage:
             kind = chunk.get("type")
             usage = None
             if kind == "message_start":
-                usage = (chunk.get("message") or {}).get("usage")
+                message = chunk.get("message")
+                usage = message.get("usage") if isinstance(message, dict) else None
             elif kind == "message_delta":
                 usage = chunk.get("usage")
             if isinstance(usage, dict):
-                self.usage = {
-                    **(self.usage or {}),
-                    **{k: v for k, v in usage.items() if v is not None},
-                }
+                known = self.usage if isinstance(self.usage, dict) else {}
+                self.usage = {**known, **{k: v for k, v in usage.items() if v is not None}}
+            elif usage is not None:
+                self.usage = usage  # not an object: `checked_usage` says so
             return
-        if isinstance(chunk.get("usage"), dict):
+        if chunk.get("usage") is not None:
             self.usage = chunk["usage"]
         if "sglext" in chunk or "meta_info" in chunk:
             self.body = chunk
 
-    def tokens(self, api: str) -> tuple[int | None, int | None]:
-        usage = self.usage or {}
-        if api == "anthropic":
-            parts = [
-                usage.get(k)
-                for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-            ]
-            known = [p for p in parts if type(p) is int]
-            prompt = sum(known) if known else None
-            output = usage.get("output_tokens")
-        else:
-            prompt, output = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        return (
-            prompt if type(prompt) is int else None,
-            output if type(output) is int else None,
-        )
+
+def _failed(message: str, secrets: Sequence[str]) -> str:
+    return scrub(message, secrets) or "failed"
 
 
 async def send_request(
@@ -124,71 +147,90 @@ async def send_request(
     timing: RequestTiming,
     run_start: float,
     retries: int,
-    secret: str | None = None,
+    secrets: Sequence[str] = (),
+    deadline_s: float | None = None,
+    prompt_tokens: int | None = None,
 ) -> RequestTiming:
     """Stream one request into `timing` (filled in place, also returned); never raises for a
-    failed request: `timing.ok` is False and `timing.error` says why."""
+    failed request: `timing.ok` is False and `timing.error` says why. `deadline_s` bounds
+    the whole request (every attempt, the whole stream); `prompt_tokens` is pcache's count
+    of the prompt, which the server's usage is checked against; `secrets` are never quoted."""
     import httpx
 
-    for attempt in range(retries + 1):
-        sent = time.perf_counter()
-        timing.start_s = sent - run_start
-        timing.retries = attempt
-        timing.error = ""  # an attempt that never reached the server leaves nothing behind
-        try:
-            await _stream(client, url, body, api, timing, sent)
-            timing.error = _scrub(timing.error, secret)  # a server may echo the key back
-            return timing
-        except (httpx.ConnectError, httpx.ConnectTimeout) as error:  # never reached the server
-            timing.error = _scrub(f"{type(error).__name__}: {error}", secret)
-            if attempt == retries:
-                return timing
-        except httpx.HTTPError as error:
-            timing.error = (
-                _scrub(f"{type(error).__name__}: {error}", secret) or type(error).__name__
-            )
-            return timing
+    async def attempts() -> None:
+        for attempt in range(retries + 1):
+            sent = time.perf_counter()
+            timing.start_s = sent - run_start
+            timing.retries = attempt
+            timing.error = ""  # an attempt that never reached the server leaves nothing
+            try:
+                await _stream(client, url, body, api, timing, sent, prompt_tokens)
+                return
+            except (httpx.ConnectError, httpx.ConnectTimeout) as error:  # never reached it
+                timing.error = f"{type(error).__name__}: {error}"
+                if attempt == retries:
+                    return
+
+    try:
+        await asyncio.wait_for(attempts(), deadline_s)
+    except asyncio.TimeoutError:
+        timing.error = f"no complete response within --request-timeout {deadline_s:g} s"
+    except httpx.HTTPError as error:
+        name = type(error).__name__
+        timing.error = f"{name}: {error}" if str(error) else name
+    except (ResponseTooLarge, UnsupportedEncoding, ShapeError) as error:
+        timing.error = str(error)
+    except (TypeError, ValueError, KeyError, AttributeError, UnicodeError) as error:
+        timing.error = f"the response could not be read ({type(error).__name__}: {error})"
+    if timing.error:
+        timing.ok = False
+        timing.error = _failed(timing.error, secrets)  # a server may echo the key back
     return timing
 
 
-def _scrub(message: str, secret: str | None) -> str:
-    return message.replace(secret, "***") if secret else message
-
-
 async def _stream(
-    client: Any, url: str, body: dict[str, Any], api: str, timing: RequestTiming, sent: float
+    client: Any,
+    url: str,
+    body: dict[str, Any],
+    api: str,
+    timing: RequestTiming,
+    sent: float,
+    prompt_tokens: int | None,
 ) -> None:
     usage = _Usage()
     last_content: float | None = None
     async with client.stream("POST", url, content=orjson.dumps(body)) as response:
         timing.status = response.status_code
         if response.status_code != 200:
-            timing.error = _error_message(
-                response.status_code, (await response.aread()).decode("utf-8", "replace")
-            )
+            data = await read_body(response, MAX_ERROR_BYTES, truncate=True)
+            timing.error = _error_message(response.status_code, data)
             return
         done = False
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
+        async for line in iter_lines(response):
+            if not line.startswith(b"data:"):
                 continue  # blank separators, `event:` names, `:` keep-alive comments
             data = line[5:].strip()
-            if data == "[DONE]":
+            if data == b"[DONE]":
                 done = True
                 break
             now = time.perf_counter()
             try:
                 chunk = orjson.loads(data)
             except orjson.JSONDecodeError:
-                timing.error = f"a stream chunk is not JSON: {data[:80]!r}"
+                timing.error = (
+                    f"a stream chunk is not JSON: {data[:80].decode('utf-8', 'replace')!r}"
+                )
                 return
             if not isinstance(chunk, dict):
                 continue
             if timing.first_chunk_s is None:
                 timing.first_chunk_s = now - sent
-            if "error" in chunk or chunk.get("type") == "error":
+            if chunk.get("error") is not None or chunk.get("type") == "error":
                 error = chunk.get("error")
                 message = error.get("message") if isinstance(error, dict) else error
-                timing.error = f"error in the stream: {str(message)[:200]}"
+                if not isinstance(message, str):
+                    message = orjson.dumps(error).decode()
+                timing.error = f"error in the stream: {message[:200]}"
                 return
             if _content_of(chunk, api):
                 timing.content_chunks += 1
@@ -205,6 +247,11 @@ async def _stream(
         if not done:
             timing.error = "the stream ended without its final event"
             return
-    timing.prompt_tokens, timing.completion_tokens = usage.tokens(api)
-    timing.cache = reported_cache(usage.body, usage.usage)
+    checked = checked_usage(usage.usage, usage.body, api, prompt_tokens)
+    timing.prompt_tokens, timing.completion_tokens = (
+        checked.prompt_tokens,
+        checked.completion_tokens,
+    )
+    timing.cache = checked.cache
+    timing.usage_problem = checked.problem
     timing.ok = True

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from pcache.defaults import DEFAULT_REQUEST_TIMEOUT_S
 from pcache.errors import UsageError
 from pcache.numbers import check_number
 from pcache.replayer.arrivals import MAX_TIME_SCALE
 from pcache.replayer.endpoint_client import APIS
+from pcache.replayer.endpoint_url import joined, masked
 from pcache.replayer.options import MAX_SEED, ReplayOptions, check_count
 
 MIN_RATE = 1e-3
@@ -21,6 +23,9 @@ MAX_RETRIES = 100
 """More retries of a refused connection only make a replay against a dead server hang."""
 MAX_VOCAB_SIZE = 1 << 32
 """Token ids are drawn below `vocab_size` as 64-bit integers; no vocabulary comes near this."""
+SIDE_REQUEST_TIMEOUT_S = 30.0
+"""The most a side request (/v1/models, /metrics, /tokenize, a cache reset) may take; a
+shorter --request-timeout bounds it too."""
 
 
 def _check_url(url: str) -> None:
@@ -41,7 +46,7 @@ def _check_url(url: str) -> None:
             elif parsed.port is not None and not 0 < parsed.port < 65536:
                 problem = f"has port {parsed.port}, outside 1-65535"
     if problem is not None:
-        raise UsageError(f"--endpoint {problem}, got {url!r}")
+        raise UsageError(f"--endpoint {problem}, got {masked(url)!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,7 +62,8 @@ class EndpointOptions(ReplayOptions):
     url: str = field(default="", metadata={"flag": "--endpoint"})
     model: str = ""
     """The served model's name ("": the one the server lists at /v1/models)."""
-    api: str = "completions"
+    api: str | None = None
+    """completions, chat or anthropic; None: chat for a trace of messages, else completions."""
     max_concurrency: int | None = None
     rate: float | None = None
     burstiness: float = 1.0
@@ -66,6 +72,12 @@ class EndpointOptions(ReplayOptions):
     reset_cache: bool = False
     api_key_env: str | None = None
     timeout_s: float = field(default=300.0, metadata={"flag": "--timeout"})
+    request_timeout_s: float = field(
+        default=DEFAULT_REQUEST_TIMEOUT_S, metadata={"flag": "--request-timeout"}
+    )
+    """The deadline of a whole request: every attempt and its whole stream."""
+    block_size_given: bool = False
+    """True when `--block-size` was given: it then wins over the size the server publishes."""
     retries: int = 2
     ignore_eos: bool = False
     max_output_tokens: int | None = None
@@ -76,7 +88,7 @@ class EndpointOptions(ReplayOptions):
 
     def __post_init__(self) -> None:
         ReplayOptions.__post_init__(self)
-        if self.api not in APIS:
+        if self.api is not None and self.api not in APIS:
             raise UsageError(f"--api must be one of {', '.join(APIS)}, got {self.api!r}")
         _check_url(self.url)
         if self.max_concurrency is not None:
@@ -86,6 +98,7 @@ class EndpointOptions(ReplayOptions):
         check_number("--burstiness", self.burstiness, minimum=MIN_BURSTINESS)
         check_number("--time-scale", self.time_scale, minimum=0, maximum=MAX_TIME_SCALE)
         check_number("--timeout", self.timeout_s, above=0)
+        check_number("--request-timeout", self.request_timeout_s, above=0)
         check_number("--retries", self.retries, minimum=0, maximum=MAX_RETRIES)
         if self.vocab_size is not None:
             check_number("--vocab-size", self.vocab_size, minimum=2, maximum=MAX_VOCAB_SIZE)
@@ -102,10 +115,23 @@ class EndpointOptions(ReplayOptions):
         return self.url.rstrip("/")
 
     @property
-    def root(self) -> str:
-        """The server's root (for /metrics and cache resets): the URL without its /v1."""
-        return self.base.removesuffix("/v1")
+    def shown(self) -> str:
+        """The URL as outputs show it: credentials masked (`endpoint_url.masked`)."""
+        return masked(self.base)
+
+    def route(self, path: str) -> str:
+        """The URL of an API route (`/completions`, `/models`), the URL's query kept."""
+        return joined(self.url, path)
+
+    def root_route(self, path: str) -> str:
+        """The URL of a server route (`/metrics`, `/tokenize`): beside the URL's /v1."""
+        return joined(self.url, path, strip_suffix="/v1")
+
+    @property
+    def side_deadline_s(self) -> float:
+        return min(self.request_timeout_s, SIDE_REQUEST_TIMEOUT_S)
 
     @property
     def backend(self) -> str:
-        return {"completions": "openai", "chat": "openai-chat", "anthropic": "anthropic"}[self.api]
+        names = {"completions": "openai", "chat": "openai-chat", "anthropic": "anthropic"}
+        return names.get(self.api or "completions", "openai")

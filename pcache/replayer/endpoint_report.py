@@ -175,6 +175,19 @@ class EndpointMeasurement:
     server_metrics_note: str | None
     compare_cache: CacheComparison | None = None
     notes: list[str] = field(default_factory=list)
+    block_size: int | None = None
+    """The block size the prediction used, and where it came from (`block_size_source`)."""
+    block_size_source: str = ""
+    tokenization: str = ""
+    """Where the prediction's token ids came from (the server's /tokenize, a tokenizer...)."""
+    pcache_input_lens: list[int] = field(default_factory=list)
+    """Prompt tokens per request as the prediction counted them."""
+    prompt_tokens_mismatch: Any = None
+    """`endpoint_tokenize.PromptMismatch`: where the server's counts differ from pcache's."""
+    usage_problems: list[int] = field(default_factory=list)
+    """Requests whose usage held impossible counts (taken as unknown)."""
+    tokens_mismatch: dict[str, Any] | None = None
+    """With -t: the first request and token where pcache's tokens differ from /tokenize's."""
 
     def cached_tokens(self) -> list[int | None]:
         return [t.cache.cached_tokens if t.ok else None for t in self.measured.timings]
@@ -232,6 +245,10 @@ class EndpointMeasurement:
                     "itls": timing.itl_s,
                     "cached_tokens": cached[index],
                     "predicted_cached_tokens": self.predicted_cached_tokens[index],
+                    "pcache_input_len": self.pcache_input_lens[index]
+                    if self.pcache_input_lens
+                    else None,
+                    "usage_problem": timing.usage_problem,
                     "error": timing.error,
                 }
             )
@@ -292,6 +309,15 @@ class EndpointMeasurement:
             "server_metrics_note": self.server_metrics_note,
             "compare_cache": asdict(self.compare_cache) if self.compare_cache else None,
             "notes": self.notes,
+            "block_size": self.block_size,
+            "block_size_source": self.block_size_source,
+            "tokenization": self.tokenization,
+            "pcache_input_lens": self.pcache_input_lens,
+            "prompt_tokens_mismatch": asdict(self.prompt_tokens_mismatch)
+            if self.prompt_tokens_mismatch is not None
+            else None,
+            "usage_problems": self.usage_problems,
+            "tokens_mismatch": self.tokens_mismatch,
         }
         return data
 

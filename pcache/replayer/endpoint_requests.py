@@ -4,7 +4,13 @@
 SGLang and pcache serve accept token ids), so the server sees exactly the tokens the
 simulator hashes; hash-id records (Mooncake, Bailian) get seeded tokens per block id, below
 `vocab_size`. `chat` and `anthropic` send a request trace's own messages (its body, less
-pcache's sidecar keys), with the model, streaming and the output length set.
+pcache's sidecar keys), with the model, streaming and the output length set; to the chat
+API, a request of another shape (Anthropic's, say) sends its messages as pcache reads them,
+its system prompt first.
+
+`--api` not given: a request trace of messages is sent to the chat API (the server renders
+the messages with its own template), a trace of token ids, text prompts or hash ids to
+completions.
 """
 
 from __future__ import annotations
@@ -37,25 +43,57 @@ def materialize(trace: Trace, options: EndpointOptions) -> Trace:
     return replace(tokens, records=records)  # output lengths: the trace's (0: the default)
 
 
-def _documents(trace: Trace) -> dict[int | None, Any]:
+def trace_requests(trace: Trace, values: Any = None) -> dict[int | None, Any]:
+    """The parsed request of each record of a request trace, by line (`values`: the bodies of
+    an in-memory trace; else its file is read again). Empty for other traces."""
     import os
 
     from pcache.prompt.loading import iter_values
+    from pcache.prompt.request import request_from_document
 
-    if not os.path.isfile(trace.source):
-        raise UsageError("--api chat and anthropic send the trace's own bodies: give a file")
+    if trace.format != "requests":
+        return {}
+    if values is not None:
+        entries: Any = enumerate(values, 1)
+    elif os.path.isfile(trace.source):
+        entries = (e for e in iter_values(trace.source, skip_errors=True) if type(e) is tuple)
+    else:
+        return {}
+    wanted = {record.line for record in trace.records}
+    requests = {}
+    for line, value in entries:
+        if line in wanted:
+            requests[line] = request_from_document(value, trace.source, line)
+    return requests
 
-    return {
-        entry[0]: entry[1]
-        for entry in iter_values(trace.source, skip_errors=True)
-        if isinstance(entry, tuple)
-    }
+
+def chat_messages(request: Any) -> list[Any]:
+    """The messages a chat request sends: a Chat Completions body's own, else (Anthropic,
+    Responses, ...) the request's messages as pcache reads them (system prompt first)."""
+    raw = request.raw
+    if request.kind == "openai" and isinstance(raw.get("messages"), list):
+        return raw["messages"]
+    return request.messages
 
 
-def request_bodies(trace: Trace, options: EndpointOptions) -> list[dict[str, Any]]:
-    """One streamed request body per record."""
+def default_api(trace: Trace, requests: dict[int | None, Any]) -> str:
+    """chat for a trace whose every request has messages (and no token ids), else completions."""
+    if trace.format != "requests" or not requests:
+        return "completions"
+    for record in trace.records:
+        request = requests.get(record.line)
+        if request is None or request.token_ids is not None or not request.messages:
+            return "completions"
+    return "chat"
+
+
+def request_bodies(
+    trace: Trace, options: EndpointOptions, requests: dict[int | None, Any]
+) -> list[dict[str, Any]]:
+    """One streamed request body per record (`requests`: `trace_requests`)."""
     bodies = []
-    documents = _documents(trace) if options.api != "completions" else {}
+    if options.api != "completions" and not requests and trace.format == "requests":
+        raise UsageError("--api chat and anthropic send the trace's own bodies: give a file")
     for record in trace.records:
         output = options.max_output_tokens or record.output_length or DEFAULT_OUTPUT_TOKENS
         if options.max_output_tokens and record.output_length:
@@ -72,7 +110,7 @@ def request_bodies(trace: Trace, options: EndpointOptions) -> list[dict[str, Any
             if record.cache_salt:
                 body["cache_salt"] = record.cache_salt
         else:
-            body = _message_body(trace, record, documents, options, output)
+            body = _message_body(trace, record, requests, options, output)
         if options.ignore_eos:
             body["ignore_eos"] = True
         bodies.append(body)
@@ -80,15 +118,15 @@ def request_bodies(trace: Trace, options: EndpointOptions) -> list[dict[str, Any
 
 
 def _message_body(
-    trace: Trace, record: TraceRecord, documents: dict, options: EndpointOptions, output: int
+    trace: Trace, record: TraceRecord, requests: dict, options: EndpointOptions, output: int
 ) -> dict[str, Any]:
-    from pcache.prompt.request import SIDECAR_KEYS, request_from_document
+    from pcache.prompt.request import SIDECAR_KEYS
 
-    if trace.format != "requests" or record.line not in documents:
+    if trace.format != "requests" or record.line not in requests:
         raise UsageError(
             f"--api {options.api} replays request traces (messages), not {trace.format}"
         )
-    request = request_from_document(documents[record.line], trace.source, record.line)
+    request = requests[record.line]
     if not request.messages:
         raise InputError(trace.source, f"--api {options.api} needs `messages`", record.line)
     body = {key: value for key, value in request.raw.items() if key not in SIDECAR_KEYS}
@@ -97,6 +135,9 @@ def _message_body(
     if options.api == "anthropic":
         body["max_tokens"] = output
     else:
+        if request.kind != "openai":  # e.g. Anthropic's: its system prompt becomes a message
+            body.pop("system", None)
+            body["messages"] = chat_messages(request)
         body.pop("max_tokens", None)
         body["max_completion_tokens"] = output
         body["stream_options"] = {"include_usage": True}

@@ -144,4 +144,6 @@ def build_options(
         kwargs["settings"] = replace(kwargs.get("settings", Settings()), **changes)
         if "tokenizer" in given and given["tokenizer"] is not None:
             kwargs.setdefault("tokenizer_given", True)
+        if given.get("block_size") is not None and "block_size_given" in own:
+            kwargs.setdefault("block_size_given", True)  # it wins over a server's
     return chosen(**kwargs)

@@ -8,6 +8,8 @@ Shapes, first match wins:
   `meta_info.cached_tokens`: SGLang's own fields (`--enable-cache-report`);
 - `usage.cache_read_input_tokens` (+ `cache_creation_input_tokens`, written): Anthropic.
 A response without any of them says nothing about caching: its cached tokens are None, never 0.
+A field that is there but holds no possible count (negative, fractional, a string, past
+`MAX_REQUEST_TOKENS`) is unknown too, and `problem` says what it held.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pcache.prompt.fields import json_kind
+
+MAX_REQUEST_TOKENS = 1 << 24
+"""More tokens than any model's context: a count past it is not one."""
 ENABLE_HINTS = {
     "vllm": "start vLLM with --enable-prompt-tokens-details",
     "sglang": "start SGLang with --enable-cache-report",
@@ -33,10 +39,23 @@ class ReportedCache:
     cache_write_tokens: int | None = None
     field: str | None = None
     """Where the count came from (a dotted path), None when the response had none."""
+    problem: str | None = None
+    """Why a field that was there is not a count (then `cached_tokens` is None)."""
 
 
 def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+    return value if type(value) is int and 0 <= value <= MAX_REQUEST_TOKENS else None
+
+
+def described(value: Any) -> str:
+    """A value as a message quotes it: a number itself, anything else by its JSON kind."""
+    if type(value) is int or type(value) is float:
+        return f"{value:,}" if abs(value) < 1e18 else repr(value)
+    return json_kind(value)
+
+
+def _bad(path: str, value: Any) -> ReportedCache:
+    return ReportedCache(None, field=path, problem=f"`{path}` is {described(value)}")
 
 
 def _path(data: Any, *keys: str) -> Any:
@@ -48,34 +67,49 @@ def _path(data: Any, *keys: str) -> Any:
 
 
 def reported_cache(body: dict[str, Any], usage: dict[str, Any] | None) -> ReportedCache:
-    """Read the cached tokens of a response body (or a stream's last chunk) and its usage."""
+    """Read the cached tokens of a response body (or a stream's last chunk) and its usage:
+    the first field present decides."""
     usage = usage if isinstance(usage, dict) else {}
     for keys in (
         ("prompt_tokens_details", "cached_tokens"),
         ("input_tokens_details", "cached_tokens"),
     ):
-        count = _int(_path(usage, *keys))
-        if count is not None:
-            return ReportedCache(count, field="usage." + ".".join(keys))
+        value = _path(usage, *keys)
+        if value is not None:
+            path = "usage." + ".".join(keys)
+            count = _int(value)
+            return ReportedCache(count, field=path) if count is not None else _bad(path, value)
     extension = body.get("sglext") if isinstance(body, dict) else None
     if isinstance(extension, dict):
-        count = _int(extension.get("cached_tokens"))
-        if count is not None:
+        value = extension.get("cached_tokens")
+        if value is not None:
+            count = _int(value)
+            if count is None:
+                return _bad("sglext.cached_tokens", value)
             return ReportedCache(count, field="sglext.cached_tokens")
         details = extension.get("cached_tokens_details")
-        if (
-            isinstance(details, dict)
-            and details
-            and all(_int(v) is not None for v in details.values())
-        ):
-            return ReportedCache(sum(details.values()), field="sglext.cached_tokens_details")
-    count = _int(_path(body, "meta_info", "cached_tokens"))
-    if count is not None:
+        if isinstance(details, dict) and details:
+            path = "sglext.cached_tokens_details"
+            bad = [value for value in details.values() if _int(value) is None]
+            if bad:
+                return _bad(path, bad[0])
+            return ReportedCache(sum(details.values()), field=path)
+    value = _path(body, "meta_info", "cached_tokens")
+    if value is not None:
+        count = _int(value)
+        if count is None:
+            return _bad("meta_info.cached_tokens", value)
         return ReportedCache(count, field="meta_info.cached_tokens")
-    read = _int(usage.get("cache_read_input_tokens"))
-    written = _int(usage.get("cache_creation_input_tokens"))
-    if read is not None or written is not None:
-        return ReportedCache(read or 0, written, field="usage.cache_read_input_tokens")
+    read_value = usage.get("cache_read_input_tokens")
+    written_value = usage.get("cache_creation_input_tokens")
+    if read_value is not None or written_value is not None:
+        path = "usage.cache_read_input_tokens"
+        read, written = _int(read_value), _int(written_value)
+        if read_value is not None and read is None:
+            return _bad(path, read_value)
+        if written_value is not None and written is None:
+            return _bad("usage.cache_creation_input_tokens", written_value)
+        return ReportedCache(read or 0, written, field=path)
     return ReportedCache(None)
 
 

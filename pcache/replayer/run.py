@@ -107,13 +107,13 @@ def _run_engine(trace: Trace, options: EngineOptions, progress: Progress) -> Rep
 
 
 def _run_endpoint(trace: Trace, options: EndpointOptions, progress: Progress) -> ReplayResult:
-    from pcache.replayer.endpoint_driver import replay_endpoint, served_model
+    from pcache.replayer.endpoint_driver import replay_endpoint
 
-    if not options.model:
-        options = replace(options, model=served_model(options))
     loaded = options.read_trace(trace)
-    report = replay_endpoint(loaded, options)
-    return ReplayResult([report], False, options.model, loaded.skipped, loaded.reordered)
+    values = trace if isinstance(trace, tuple) else None
+    report = replay_endpoint(loaded, options, values=values)
+    model = report.endpoint.model_id
+    return ReplayResult([report], False, model, loaded.skipped, loaded.reordered)
 
 
 @dataclass(frozen=True, slots=True)

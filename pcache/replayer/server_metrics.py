@@ -4,11 +4,15 @@ Read: `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits` (tokens),
 `vllm:prompt_tokens_by_source{source=...}`, `sglang:cached_tokens`, and pcache serve's
 `pcache:` twins of vLLM's names. Counters are summed over their labels (one model per
 server here); a counter that restarted (the server was restarted) gives no difference.
+The KV block size comes from vLLM's `vllm:cache_config_info{block_size="..."}` gauge (and
+pcache serve's `pcache:cache_config_info`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from pcache.defaults import MAX_BLOCK_SIZE
 
 COUNTERS = {
     "prefix_cache_queries": ("vllm:prefix_cache_queries", "pcache:prefix_cache_queries"),
@@ -22,6 +26,7 @@ COUNTERS = {
     ),
 }
 BY_SOURCE = "vllm:prompt_tokens_by_source"
+CONFIG_INFO = ("vllm:cache_config_info", "pcache:cache_config_info")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,8 @@ class MetricsSnapshot:
     kind: str | None
     counters: dict[str, float]
     prompt_tokens_by_source: dict[str, float] = field(default_factory=dict)
+    block_size: int | None = None
+    """Tokens per KV block, where the server publishes it (`cache_config_info`)."""
 
 
 def parse_metrics(text: str) -> MetricsSnapshot:
@@ -40,11 +47,14 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     counters: dict[str, float] = {}
     by_source: dict[str, float] = {}
     kinds: set[str] = set()
+    block_size = None
     for family in text_string_to_metric_families(text):
         prefix = family.name.split(":", 1)[0] if ":" in family.name else None
         if prefix in ("vllm", "sglang", "pcache"):
             kinds.add(prefix)
         for sample in family.samples:
+            if sample.name in CONFIG_INFO and block_size is None:
+                block_size = _block_size(sample.labels.get("block_size"))
             if not sample.name.endswith("_total"):
                 continue
             base = sample.name.removesuffix("_total")
@@ -55,7 +65,15 @@ def parse_metrics(text: str) -> MetricsSnapshot:
                 source = sample.labels.get("source", "")
                 by_source[source] = by_source.get(source, 0.0) + sample.value
     kind = next((name for name in ("pcache", "vllm", "sglang") if name in kinds), None)
-    return MetricsSnapshot(kind, counters, by_source)
+    return MetricsSnapshot(kind, counters, by_source, block_size)
+
+
+def _block_size(label: str | None) -> int | None:
+    """A `block_size` label's value, when it is a block size."""
+    if label is None or not label.isdigit():
+        return None
+    size = int(label)
+    return size if 0 < size <= MAX_BLOCK_SIZE else None
 
 
 def metrics_delta(before: MetricsSnapshot, after: MetricsSnapshot) -> dict[str, float]:
