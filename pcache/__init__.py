@@ -2,6 +2,7 @@
 
 The library API is `pcache.diff`, `pcache.hash`, `pcache.lint` and `pcache.replay` (defined in
 `pcache.api`, and what the command line runs). Importing pcache loads nothing heavy.
+A bad argument or input raises a subclass of `pcache.InputError` (`pcache.errors`).
 """
 
 from __future__ import annotations
@@ -11,12 +12,35 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pcache.api import diff, hash, lint, replay
+    from pcache.errors import (
+        ArgumentError,
+        ArgumentTypeError,
+        ArgumentValueError,
+        CycleError,
+        InputError,
+        NestingError,
+        NotJsonError,
+        PcacheError,
+    )
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "diff", "hash", "lint", "replay"]
+_FUNCTIONS = ("diff", "hash", "lint", "replay")
+_ERRORS = (
+    "ArgumentError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
+    "CycleError",
+    "InputError",
+    "NestingError",
+    "NotJsonError",
+    "PcacheError",
+)
+__all__ = ["__version__", *_FUNCTIONS, *_ERRORS]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
+    if name in _FUNCTIONS:
         return getattr(importlib.import_module("pcache.api"), name)
+    if name in _ERRORS:
+        return getattr(importlib.import_module("pcache.errors"), name)
     raise AttributeError(f"module 'pcache' has no attribute {name!r}")

@@ -55,6 +55,11 @@ def replay_options(mode: str = "simulate", base: ReplayOptions | None = None, **
     return build_options(driver.options, drivers, given, base)
 
 
+def driver_options() -> dict[str, type[ReplayOptions]]:
+    """Each replay mode's options class."""
+    return {mode: driver.options for mode, driver in _DRIVERS.items()}
+
+
 def run_replay(trace: Trace, options: ReplayOptions, progress: Progress = None) -> ReplayResult:
     """Replay `trace` with the driver whose options `options` are."""
     driver = _DRIVERS.get(options.mode)
