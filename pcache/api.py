@@ -239,7 +239,8 @@ def replay(
     if options is None or given:
         mode, given = check.replay_keywords("replay", given)
         mode = mode or (options.mode if options is not None else "simulate")
-        with check.named_as("replay", check.replay_flags()):
+        flags = {flag: name for flag, name in check.replay_flags().items() if name in given}
+        with check.named_as("replay", flags):
             options = replay_options(mode, options, **given)
     source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
     return run_replay(source, options, progress=progress)

@@ -23,7 +23,7 @@ from typing import Any
 from pcache.errors import ArgumentError, ArgumentTypeError, ArgumentValueError, UsageError
 from pcache.prompt.memory_values import kind_of
 
-_FLAG = re.compile(r"--[a-z][a-z0-9-]*")
+_LEADING_FLAG = re.compile(r"(unknown )?(--[a-z][a-z0-9*-]*)")
 _REQUEST = "a request body (dict), an SDK object or a path"
 
 
@@ -212,31 +212,30 @@ def _is_iterable(value: Any) -> bool:
     return not isinstance(value, memoryview)
 
 
-def _flag_name(flag_text: str) -> str:
-    return flag_text[2:].replace("-", "_")
-
-
 @contextlib.contextmanager
 def named_as(function: str, names: Mapping[str, str] | tuple[str, ...]) -> Iterator[None]:
     """Run checks the core makes with command-line wording (`--block-size must be ...`): a
-    `UsageError` they raise becomes an `ArgumentValueError` naming the argument. `names` maps
-    flags to argument names, or lists the argument names (`--block-size` is `block_size`)."""
+    `UsageError` they raise becomes an `ArgumentValueError`, whose message names the argument
+    where it begins with the flag of one in `names` (flags to argument names, or argument
+    names whose flags are `--` and the name in kebab case)."""
     try:
         yield
     except ArgumentError:
         raise
     except UsageError as failure:
         message = str(failure)
-        found = _FLAG.search(message)
+        found = _LEADING_FLAG.match(message)
         argument = ""
         if found is not None:
-            given = found.group()
-            flags = names if isinstance(names, Mapping) else {}
-            argument = flags.get(given) or _flag_name(given)
-            if argument in names or argument in flags.values():
-                message = message[: found.start()] + argument + message[found.end() :]
+            flags = names if isinstance(names, Mapping) else {_flag_of(n): n for n in names}
+            argument = flags.get(found.group(2), "")
+            if argument:
+                message = message[: found.start(2)] + argument + message[found.end(2) :]
         raise ArgumentValueError(function, argument, message) from None
 
+
+def _flag_of(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 PATH_FIELDS = ("calibration", "save_calibration")
 """Options of `str` type that name files: an `os.PathLike` is taken for them too."""
@@ -256,8 +255,8 @@ def _matches(value: Any, hint: Any) -> bool:
         return isinstance(value, bool)
     if hint is int:
         return _is_integer(value)
-    if hint is float:
-        return _is_integer(value) or (isinstance(value, float) and math.isfinite(value))
+    if hint is float:  # NaN and infinities are the options classes' to refuse, with their words
+        return _is_integer(value) or isinstance(value, float)
     if isinstance(hint, type):
         return isinstance(value, hint)
     return True
@@ -272,7 +271,7 @@ def _hint_words(hint: Any) -> str:
     words = {type(None): "None", bool: "True or False", int: "an integer", str: "a string"}
     if hint in words:
         return words[hint]
-    return "a finite number" if hint is float else getattr(hint, "__name__", str(hint))
+    return "a number" if hint is float else getattr(hint, "__name__", str(hint))
 
 
 def replay_keywords(function: str, given: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
@@ -308,7 +307,8 @@ def replay_keywords(function: str, given: dict[str, Any]) -> tuple[str | None, d
 
 
 def replay_flags() -> dict[str, str]:
-    """Every replay option's command-line flag, to the keyword that sets it."""
+    """Every replay option's command-line flag, to the keyword that sets it (`--warmup`:
+    `warmup_rounds`)."""
     from dataclasses import fields
 
     from pcache.replayer.options import flag_of
