@@ -127,7 +127,7 @@ def iter_documents(
         return
     except orjson.JSONDecodeError as error:
         first_error = error
-    lines = body.splitlines()
+    lines = body.split(b"\n")  # as JSONL lines end: "\r" alone is JSON whitespace
     if len([raw for raw in lines if raw.strip()]) > 1 and lines[0].strip().startswith(b"{"):
         try:
             parsed = [
