@@ -24,8 +24,7 @@ if TYPE_CHECKING:
     )
 
 __version__ = "0.1.0"
-_FUNCTIONS = ("diff", "hash", "lint", "replay")
-_ERRORS = (
+__all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "ArgumentValueError",
@@ -34,13 +33,16 @@ _ERRORS = (
     "NestingError",
     "NotJsonError",
     "PcacheError",
-)
-__all__ = ["__version__", *_FUNCTIONS, *_ERRORS]
+    "__version__",
+    "diff",
+    "hash",
+    "lint",
+    "replay",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _FUNCTIONS:
-        return getattr(importlib.import_module("pcache.api"), name)
-    if name in _ERRORS:
-        return getattr(importlib.import_module("pcache.errors"), name)
+    if name in __all__:
+        module = "pcache.errors" if name.endswith("Error") else "pcache.api"
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'pcache' has no attribute {name!r}")

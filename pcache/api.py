@@ -75,7 +75,8 @@ def diff(
 
     a, b = check.request("diff", "a", a), check.request("diff", "b", b)
     settings = _settings("diff", tokenizer, block_size, hash_algo, cache_salt, date)
-    return compare(a, b, settings).result
+    with check.named_as("diff", ()):
+        return compare(a, b, settings).result
 
 
 def hash(
@@ -94,7 +95,8 @@ def hash(
 
     request = check.request("hash", "request", request)
     settings = _settings("hash", tokenizer, block_size, hash_algo, cache_salt, date)
-    return BlockHashReport.of(hash_request(one_request(request), settings))
+    with check.named_as("hash", ()):
+        return BlockHashReport.of(hash_request(one_request(request), settings))
 
 
 def lint(
@@ -137,7 +139,7 @@ def lint(
     extend_select = check.codes("lint", "extend_select", extend_select)
     ignore = check.codes("lint", "ignore", ignore)
     profile = check.text("lint", "profile", profile, PROFILE_NAMES)
-    tokenizer = check.text("lint", "tokenizer", tokenizer)
+    tokenizer = check.tokenizer("lint", tokenizer)
     block_size = check.block_size("lint", block_size)
     date = check.text("lint", "date", date)
     config = check.optional_path("lint", "config", config)
@@ -176,12 +178,13 @@ def lint(
             fix=fix,
             template_chosen=bool(tokenizer or settings.tokenizer),
         )
-    if not paths:
-        return lint_values(values_from(items), options, source="requests")
-    report = lint_paths(paths, options, settings, progress)
-    if since is not None:
-        report = _only_new(report, paths, since, replace(options, fix=False), settings)
-    return report
+    with check.named_as("lint", ("since", "fix")):
+        if not paths:
+            return lint_values(values_from(items), options, source="requests")
+        report = lint_paths(paths, options, settings, progress)
+        if since is not None:
+            report = _only_new(report, paths, since, replace(options, fix=False), settings)
+        return report
 
 
 def _only_new(report: LintReport, paths: list[str], since: str, options: Any, settings: Any):
@@ -232,8 +235,10 @@ def replay(
     trace = check.requests("replay", "trace", trace)
     if options is not None and not isinstance(options, ReplayOptions):
         raise check.ArgumentTypeError(
-            "replay", "options", "options must be a driver's options (SimulateOptions, ...)"
-            f" or None, got {check.kind_of(options)}"
+            "replay",
+            "options",
+            "options must be a driver's options (SimulateOptions, ...)"
+            f" or None, got {check.kind_of(options)}",
         )
     progress = check.callback("replay", "progress", progress)
     if options is None or given:
@@ -243,4 +248,5 @@ def replay(
         with check.named_as("replay", flags):
             options = replay_options(mode, options, **given)
     source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
-    return run_replay(source, options, progress=progress)
+    with check.named_as("replay", check.replay_flags()):
+        return run_replay(source, options, progress=progress)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -65,13 +66,30 @@ def settings_values(function: str, **given: Any) -> dict[str, Any]:
     from pcache.cache.hashing import HASH_ALGOS
 
     checks: dict[str, Callable[[Any], Any]] = {
-        "tokenizer": lambda value: text(function, "tokenizer", value),
+        "tokenizer": lambda value: tokenizer(function, value),
         "block_size": lambda value: block_size(function, value),
         "hash_algo": lambda value: text(function, "hash_algo", value, HASH_ALGOS),
         "cache_salt": lambda value: salt(function, value),
         "date": lambda value: text(function, "date", value),
     }
     return {name: checks[name](value) for name, value in given.items() if value is not None}
+
+
+def tokenizer(function: str, value: Any) -> str | None:
+    """An optional tokenizer name, loaded here so that one that cannot be is this argument's
+    error (`TokenizerError` says why: not built in, not in the local cache, ...)."""
+    from pcache.errors import RequestTemplateError, TokenizerError
+    from pcache.prompt.render import resolve_renderer
+
+    name = text(function, "tokenizer", value)
+    if name is not None:
+        try:
+            resolve_renderer(name)
+        except RequestTemplateError:
+            raise
+        except TokenizerError as failure:
+            raise ArgumentValueError(function, "tokenizer", f"tokenizer {failure}") from None
+    return name
 
 
 def salt(function: str, value: Any) -> str | None:
@@ -84,13 +102,16 @@ def salt(function: str, value: Any) -> str | None:
 def integer(
     function: str, name: str, value: Any, minimum: int, maximum: int | None = None
 ) -> int | None:
-    """An optional integer from `minimum` to `maximum` (bool is not an integer here)."""
+    """An optional integer from `minimum` to `maximum` (bool is not an integer here; an
+    integer of another type, such as numpy's, is taken by its `__index__`)."""
     if value is None:
         return None
     span = f"from {minimum} to {maximum}" if maximum is not None else f"of at least {minimum}"
     expected = f"an integer {span}"
     if not _is_integer(value):
-        raise _refuse_type(function, name, expected, value)
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise _refuse_type(function, name, expected, value)
+        value = operator.index(value)
     if value < minimum or (maximum is not None and value > maximum):
         raise _refuse_value(function, name, expected, value)
     return int(value)
@@ -236,6 +257,7 @@ def named_as(function: str, names: Mapping[str, str] | tuple[str, ...]) -> Itera
 
 def _flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
+
 
 PATH_FIELDS = ("calibration", "save_calibration")
 """Options of `str` type that name files: an `os.PathLike` is taken for them too."""

@@ -59,18 +59,18 @@ def _sdk_dump(value: Any, source: str, path: str) -> Any:
 def _scalar(value: Any, source: str, path: str, line: int | None) -> Any:
     """`value` as a JSON scalar (None, bool, int, float, str), or the error refusing it."""
     kind = type(value)
-    if value is None or kind is bool or kind is str:
+    if value is None or kind is bool:
         return value
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise NotJsonError(
-                source, f"{_where(path)}is not Unicode text (a lone surrogate)", line, json_path=path
-            ) from None
-        return str.__str__(value)
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                message = f"{_where(path)}is not Unicode text (a lone surrogate)"
+                raise NotJsonError(source, message, line, json_path=path) from None
+        return value if kind is str else str.__str__(value)
     if isinstance(value, int):
         number = int.__index__(value)
         if MIN_INTEGER <= number <= MAX_INTEGER:

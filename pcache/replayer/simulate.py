@@ -26,6 +26,7 @@ from pcache.cache.profiles import load_profile
 from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
+from pcache.replayer.calibration_used import CalibrationUsed
 from pcache.replayer.policies import (
     Admission,
     CapacityTooSmall,
@@ -33,7 +34,6 @@ from pcache.replayer.policies import (
     RadixPolicy,
     VllmPolicy,
 )
-from pcache.replayer.calibration_used import CalibrationUsed
 from pcache.replayer.report import Bill, ReplayReport, RequestOutcome, distribution
 from pcache.replayer.ttft import TtftModel
 from pcache.traces.record import Trace, TraceRecord
