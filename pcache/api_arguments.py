@@ -180,6 +180,10 @@ def path(function: str, name: str, value: Any) -> str:
         raise _refuse_type(function, name, "a path (str or os.PathLike)", value)
     if not fspath or "\x00" in fspath:
         raise _refuse_value(function, name, "a path (non-empty, without NUL)", fspath)
+    try:
+        os.fsencode(fspath)
+    except UnicodeEncodeError:
+        raise _refuse_value(function, name, "a path the file system can name", fspath) from None
     if fspath.lstrip()[:1] in ("{", "[") and not os.path.exists(fspath):
         raise ArgumentValueError(
             function,
