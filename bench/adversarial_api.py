@@ -7,11 +7,13 @@ and `assert_prefix_stable`), N calls, each with a request argument drawn from fa
 hostile values (wrong types, non-JSON values, cycles, deep nesting, odd numbers and strings,
 SDK-like objects that misbehave, odd paths, malformed bodies) and zero to two hostile keyword
 options. An outcome is `ok` (a result), `InputError` (a `pcache.errors.InputError`, the
-API's promise for bad input), `assertion` (an assertion helper failing as it should), `other
-pcache error` (another `PcacheError`: typed, but not an input error) or `other exception`
-(anything else: a leak), or `timeout` (more than --timeout seconds). The draws depend only on
-the seed, so two versions of pcache (PYTHONPATH=...) can be compared on the same calls.
-Run it from an empty folder: it writes its fixtures into a temporary one and never lints `.`.
+API's promise for bad input), `assertion` (an assertion helper failing as it should), `caller's
+own` (the exception the caller's own iterator raised, passed on as Python passes it on),
+`other pcache error` (another `PcacheError`: typed, but not an input error) or `other
+exception` (anything else: a leak), or `timeout` (more than --timeout seconds). The draws
+depend only on the seed, so two versions of pcache (PYTHONPATH=...) can be compared on the
+same calls. Run it from an empty folder: it writes its fixtures into a temporary one and never
+lints `.`.
 """
 
 from __future__ import annotations
@@ -54,12 +56,16 @@ class Itself:
         return {"role": "user", "content": [Itself()]}
 
 
+class CallersFailure(RuntimeError):
+    """What the caller's own code raises: the API passes it on."""
+
+
 class NoLength:
     """An iterable that raises while it is being read."""
 
     def __iter__(self) -> Iterator[Any]:
         yield GOOD
-        raise RuntimeError("the caller's iterator failed")
+        raise CallersFailure("the caller's iterator failed")
 
 
 class Text(str):
@@ -178,9 +184,7 @@ def _bodies(rng: random.Random, scalars: list[Any]) -> list[Callable[[], Any]]:
         lambda: {**GOOD, "tools": pick()},
         lambda: {**GOOD, "tools": [{"type": "function", "function": pick()}]},
         lambda: {
-            "messages": [
-                {"role": "assistant", "tool_calls": [{"function": {"arguments": pick()}}]}
-            ]
+            "messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": pick()}}]}]
         },
         lambda: {"token_ids": pick()},
         lambda: {"token_ids": [pick(), 1, 2]},
@@ -252,8 +256,10 @@ def _functions() -> dict[str, Callable[..., Any]]:
     from pcache.record import assert_cacheable, assert_prefix_stable
 
     def diff(value: Any, rng: random.Random, **options: Any) -> Any:
-        return pcache.diff(value, GOOD, **options) if rng.random() < 0.5 else pcache.diff(
-            GOOD, value, **options
+        return (
+            pcache.diff(value, GOOD, **options)
+            if rng.random() < 0.5
+            else pcache.diff(GOOD, value, **options)
         )
 
     def cacheable(value: Any, rng: random.Random, **options: Any) -> Any:
@@ -290,12 +296,13 @@ def _deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _outcome(call: Callable[[], Any], seconds: float) -> tuple[str, str]:
+def _outcome(call: Callable[..., Any], arguments: tuple, seconds: float) -> tuple[str, str]:
     from pcache.errors import InputError, PcacheError
 
+    value, rng, options = arguments
     try:
         with _deadline(seconds):
-            call()
+            call(value, rng, **options)
     except Timeout:
         return "timeout", ""
     except InputError:
@@ -304,6 +311,8 @@ def _outcome(call: Callable[[], Any], seconds: float) -> tuple[str, str]:
         return "other pcache error", f"{type(failure).__name__}: {failure}"
     except AssertionError:
         return "assertion", ""
+    except CallersFailure:
+        return "caller's own", ""
     except BaseException as failure:  # a leak is what this counts
         if isinstance(failure, KeyboardInterrupt):
             raise
@@ -330,7 +339,7 @@ def sweep(count: int, seed: int, seconds: float) -> dict[str, Any]:
                 options = {key: rng.choice(choices[key]) for key in chosen}
                 if name == "assert_cacheable" and "min_ratio" not in options:
                     options["min_ratio"] = 0.0
-                kind, detail = _outcome(lambda: function(value, rng, **options), seconds)
+                kind, detail = _outcome(function, (value, rng, options), seconds)
                 counts[kind] += 1
                 if detail:
                     key = detail.splitlines()[0][:160]
@@ -352,14 +361,15 @@ def main() -> None:
     if arguments.json:
         print(json.dumps({"pcache": pcache.__file__, "results": results}, indent=2))
         return
-    kinds = ["ok", "InputError", "assertion", "other pcache error", "other exception", "timeout"]
+    kinds = ["ok", "InputError", "assertion", "caller's own"]
+    kinds += ["other pcache error", "other exception", "timeout"]
     print(f"pcache from {os.path.dirname(pcache.__file__)}; {arguments.count} calls per function")
-    print(f"{'function':22}" + "".join(f"{kind:>20}" for kind in kinds))
+    print(f"{'function':22}" + "".join(f"{kind:>19}" for kind in kinds))
     totals: collections.Counter[str] = collections.Counter()
     for name, result in results.items():
         totals.update(result["counts"])
-        print(f"{name:22}" + "".join(f"{result['counts'].get(k, 0):>20}" for k in kinds))
-    print(f"{'total':22}" + "".join(f"{totals.get(k, 0):>20}" for k in kinds))
+        print(f"{name:22}" + "".join(f"{result['counts'].get(k, 0):>19}" for k in kinds))
+    print(f"{'total':22}" + "".join(f"{totals.get(k, 0):>19}" for k in kinds))
     for name, result in results.items():
         for detail, times in sorted(result["leaks"].items(), key=lambda item: -item[1])[:8]:
             print(f"  {name}: {times} x {detail}")

@@ -324,8 +324,10 @@ def replay_keywords(function: str, given: dict[str, Any]) -> tuple[str | None, d
             raise ArgumentTypeError(
                 function, name, f"{function}() got an unexpected keyword argument {name!r}"
             )
-        if name in PATH_FIELDS and isinstance(value, os.PathLike):
+        if name in PATH_FIELDS and value is not None:
             value = path(function, name, value)
+        if isinstance(value, str) and "\x00" in value:
+            raise _refuse_value(function, name, "a string without NUL", value)
         if value is not None and not _matches(value, hints[name]):
             raise _refuse_type(function, name, _hint_words(hints[name]), value)
         checked[name] = value

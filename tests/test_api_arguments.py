@@ -102,6 +102,11 @@ CALLS = {
         (lambda: pcache.replay([BODY], mode="warp"), ArgumentValueError, "mode must be one of"),
         (lambda: pcache.replay([BODY], options=5), ArgumentTypeError, "options must be"),
         (lambda: pcache.replay([BODY], nope=1), ArgumentTypeError, "unexpected keyword"),
+        (lambda: pcache.replay([BODY], calibration="\x00"), ArgumentValueError, "calibration"),
+        (lambda: pcache.replay([BODY], model="a\x00"), ArgumentValueError, "without NUL"),
+        (lambda: pcache.replay([BODY], model="nope"), ArgumentValueError, "model 'nope' is"),
+        (lambda: pcache.hash(BODY, tokenizer="no-such"), ArgumentValueError, "tokenizer no-such"),
+        (lambda: pcache.hash("\ud800"), ArgumentValueError, "request must be a path the file"),
         (lambda: assert_cacheable([BODY], math.nan), ArgumentValueError, "min_ratio must be"),
         (lambda: assert_cacheable([BODY], 1.5), ArgumentValueError, "from 0 to 1, got 1.5"),
         (lambda: assert_cacheable([BODY], "0.5"), ArgumentTypeError, "min_ratio must be"),
@@ -209,6 +214,15 @@ def test_an_sdk_object_whose_dump_fails_is_named():
 
     with pytest.raises(NotJsonError, match=r"`messages\[0\]` is an SDK object whose model_dump"):
         pcache.hash({"messages": [Broken()]})
+
+
+def test_an_exception_of_the_callers_own_iterator_passes_through():
+    def requests():
+        yield BODY
+        raise KeyError("the caller's own")
+
+    with pytest.raises(KeyError, match="the caller's own"):
+        pcache.lint(requests())
 
 
 def test_bounds_of_min_ratio_are_accepted():
