@@ -284,3 +284,27 @@ def test_any_value_works_or_is_an_input_error(name, value):
         pass
     except AssertionError:
         assert name.startswith("assert_")  # the assertion itself failing is its answer
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(codec="utf-8")),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(alphabet=st.characters(codec="utf-8"), max_size=5), children),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=JSON_VALUES)
+def test_a_json_value_in_memory_is_read_as_its_document(value):
+    from pcache.prompt.memory_values import json_value
+
+    copied = json_value(value, "<memory>")
+    assert copied == value
+    assert orjson.loads(orjson.dumps(value)) == copied  # what a file of it would hold
+    if isinstance(value, dict | list) and value:
+        assert copied is not value

@@ -56,8 +56,14 @@ def _sdk_dump(value: Any, source: str, path: str) -> Any:
         raise NotJsonError(source, message[:300], json_path=path) from None
 
 
-def _scalar(value: Any, source: str, path: str, line: int | None) -> Any:
-    """`value` as a JSON scalar (None, bool, int, float, str), or the error refusing it."""
+def _scalar(value: Any, source: str, line: int | None, frames: list[list[Any]], depth: int) -> Any:
+    """`value` as a JSON scalar (None, bool, int, float, str), or the error refusing it (at
+    the path the first `depth` frames are at)."""
+
+    def refuse(what: str) -> NotJsonError:
+        path = _path(frames, depth)
+        return NotJsonError(source, f"{_where(path)}{what}", line, json_path=path)
+
     kind = type(value)
     if value is None or kind is bool:
         return value
@@ -68,73 +74,108 @@ def _scalar(value: Any, source: str, path: str, line: int | None) -> Any:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
-                message = f"{_where(path)}is not Unicode text (a lone surrogate)"
-                raise NotJsonError(source, message, line, json_path=path) from None
+                raise refuse("is not Unicode text (a lone surrogate)") from None
         return value if kind is str else str.__str__(value)
     if isinstance(value, int):
         number = int.__index__(value)
         if MIN_INTEGER <= number <= MAX_INTEGER:
             return number
-        value = float(number) if abs(number) < 2**1024 else math.inf
+        if abs(number) >= 2**1024:
+            raise refuse("is an integer beyond any JSON number (a float's range)")
+        value = float(number)
     if isinstance(value, float):
         number = float.__float__(value)
         if not math.isfinite(number):
-            message = f"{_where(path)}is {number!r}; JSON has no NaN or infinity"
-            raise NotJsonError(source, message, line, json_path=path)
+            raise refuse(f"is {number!r}; JSON has no NaN or infinity")
         return number
-    message = f"{_where(path)}is {kind_of(value)}, not a JSON value"
-    raise NotJsonError(source, message, line, json_path=path)
+    raise refuse(f"is {kind_of(value)}, not a JSON value")
 
 
-def _child_path(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
+def _path(frames: list[list[Any]], depth: int) -> str:
+    """The JSON path of the item the first `depth` frames are at (keys and indexes)."""
+    path = ""
+    for frame in frames[:depth]:
+        key = frame[_KEY]
+        path = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else key
+    return path
+
+
+_ITEMS, _COPY, _IDENTITY, _KEY = range(4)
+"""The fields of a frame of `json_value`'s walk: one list per container being copied."""
 
 
 def json_value(value: Any, source: str, line: int | None = None) -> Any:
-    """`value` as plain JSON (see the module docstring); errors name `source` (and `line`)."""
+    """`value` as plain JSON (see the module docstring); errors name `source` (and `line`).
+
+    The walk keeps one frame per open container (its items, its copy, its id, the key of the
+    item being read) and builds a JSON path only for an error; exact JSON types take the
+    first branches, everything else `_scalar` or an SDK dump."""
     root: list[Any] = [None]
-    # Each frame: the container being copied, its copy, its items, its path, its id.
-    stack: list[tuple[Any, Any, Any, str, int]] = []
+    frames: list[list[Any]] = []
     on_path: set[int] = set()
-    pending: list[tuple[Any, Any, str | int, str]] = [(value, root, 0, "")]
-    while pending or stack:
-        if pending:
-            item, holder, key, path = pending.pop()
-            dumped = _sdk_dump(item, source, path) if _is_object(item) else None
+    item, holder, key = value, root, 0
+    while True:
+        kind, depth = type(item), len(frames)
+        if kind is str:
+            holder[key] = item if item.isascii() else _scalar(item, source, line, frames, depth)
+        elif (
+            (kind is int and MIN_INTEGER <= item <= MAX_INTEGER)
+            or (kind is float and item - item == 0.0)
+            or item is None
+            or kind is bool
+        ):
+            holder[key] = item
+        elif isinstance(item, dict | list | tuple):
+            identity = id(item)
+            if identity in on_path:
+                path = _path(frames, len(frames))
+                raise CycleError(
+                    source, f"{_where(path)}contains itself (a cycle)", line, json_path=path
+                )
+            if len(frames) > MAX_NESTING:
+                path = _path(frames, len(frames))
+                message = f"{_where(path)}nests more than {MAX_NESTING} levels"
+                raise NestingError(source, message, line, json_path=path)
+            if isinstance(item, dict):
+                copy: Any = {}
+                items = iter(item.items())
+            else:
+                copy = [None] * len(item)
+                items = enumerate(item)
+            holder[key] = copy
+            frames.append([items, copy, identity, None])
+            on_path.add(identity)
+        else:
+            dumped = _sdk_dump(item, source, _path(frames, len(frames)))
             if dumped is not None:
                 item = dumped
-            if isinstance(item, dict | list | tuple):
-                if id(item) in on_path:
-                    message = f"{_where(path)}contains itself (a cycle)"
-                    raise CycleError(source, message, line, json_path=path)
-                if len(stack) > MAX_NESTING:
-                    message = f"{_where(path)}nests more than {MAX_NESTING} levels"
-                    raise NestingError(source, message, line, json_path=path)
-                copy: Any = {} if isinstance(item, dict) else [None] * len(item)
-                holder[key] = copy
-                items = iter(item.items()) if isinstance(item, dict) else iter(enumerate(item))
-                stack.append((item, copy, items, path, id(item)))
-                on_path.add(id(item))
-            else:
-                holder[key] = _scalar(item, source, path, line)
-            continue
-        item, copy, items, path, identity = stack[-1]
-        entry = next(items, None)
-        if entry is None:
-            stack.pop()
-            on_path.discard(identity)
-            continue
-        key, child = entry
-        if isinstance(copy, dict):
-            if not isinstance(key, str):
-                shown = repr(key) if isinstance(key, int | float | bool) or key is None else ""
-                message = f"{_where(path)}has a key {shown or kind_of(key)}; JSON keys are strings"
-                raise NotJsonError(source, message, line, json_path=path)
-            key = _scalar(key, source, path, line)
-        pending.append((child, copy, key, _child_path(path, key)))
-    return root[0]
+                continue
+            holder[key] = _scalar(item, source, line, frames, len(frames))
+        while frames:  # the next item to read, closing the containers read to the end
+            frame = frames[-1]
+            entry = next(frame[_ITEMS], None)
+            if entry is None:
+                frames.pop()
+                on_path.discard(frame[_IDENTITY])
+                continue
+            key, item = entry
+            holder = frame[_COPY]
+            if type(holder) is dict and type(key) is not str:
+                key = _key(key, source, line, frames)
+            frame[_KEY] = key
+            break
+        else:
+            return root[0]
+
+
+def _key(key: Any, source: str, line: int | None, frames: list[list[Any]]) -> str:
+    """A dict key that is not an exact str: a str subclass as a str, anything else refused."""
+    path = _path(frames, len(frames) - 1)
+    if not isinstance(key, str):
+        shown = repr(key) if isinstance(key, int | float | bool) or key is None else ""
+        message = f"{_where(path)}has a key {shown or kind_of(key)}; JSON keys are strings"
+        raise NotJsonError(source, message, line, json_path=path)
+    return _scalar(key, source, line, frames, len(frames) - 1)
 
 
 def _is_object(value: Any) -> bool:
