@@ -292,8 +292,10 @@ JSON_VALUES = st.recursive(
     | st.integers(min_value=-(2**63), max_value=2**64 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(alphabet=st.characters(codec="utf-8")),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(alphabet=st.characters(codec="utf-8"), max_size=5), children),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(alphabet=st.characters(codec="utf-8"), max_size=5), children)
+    ),
     max_leaves=30,
 )
 
