@@ -43,11 +43,13 @@ def _shown(value: Any) -> str:
 
 
 def _refuse_type(function: str, name: str, expected: str, value: Any) -> ArgumentTypeError:
-    return ArgumentTypeError(function, name, f"{name} must be {expected}, got {_shown(value)}")
+    found = f"must be {expected}, got {_shown(value)}"
+    return ArgumentTypeError(function, name, f"{name} {found}", f"{_flag_of(name)} {found}")
 
 
 def _refuse_value(function: str, name: str, expected: str, value: Any) -> ArgumentValueError:
-    return ArgumentValueError(function, name, f"{name} must be {expected}, got {_shown(value)}")
+    found = f"must be {expected}, got {_shown(value)}"
+    return ArgumentValueError(function, name, f"{name} {found}", f"{_flag_of(name)} {found}")
 
 
 def _is_integer(value: Any) -> bool:
@@ -88,7 +90,9 @@ def tokenizer(function: str, value: Any) -> str | None:
         except RequestTemplateError:
             raise
         except TokenizerError as failure:
-            raise ArgumentValueError(function, "tokenizer", f"tokenizer {failure}") from None
+            raise ArgumentValueError(
+                function, "tokenizer", f"tokenizer {failure}", str(failure)
+            ) from None
     return name
 
 
@@ -179,16 +183,21 @@ def path(function: str, name: str, value: Any) -> str:
     if not isinstance(fspath, str):
         raise _refuse_type(function, name, "a path (str or os.PathLike)", value)
     if not fspath or "\x00" in fspath:
-        raise _refuse_value(function, name, "a path (non-empty, without NUL)", fspath)
+        refused = _refuse_value(function, name, "a path (non-empty, without NUL)", fspath)
+        refused.command_line = f"{fspath!r}: not a file name"
+        raise refused
     try:
         os.fsencode(fspath)
     except UnicodeEncodeError:
-        raise _refuse_value(function, name, "a path the file system can name", fspath) from None
+        refused = _refuse_value(function, name, "a path the file system can name", fspath)
+        refused.command_line = f"{fspath!r}: not a file name"
+        raise refused from None
     if fspath.lstrip()[:1] in ("{", "[") and not os.path.exists(fspath):
         raise ArgumentValueError(
             function,
             name,
             f"{name} is JSON text, not a path; pass the parsed value (orjson.loads(text))",
+            f"{fspath[:60]}: no such file (JSON text is read from a file, or from - for stdin)",
         )
     return fspath
 
@@ -256,7 +265,7 @@ def named_as(function: str, names: Mapping[str, str] | tuple[str, ...]) -> Itera
             argument = flags.get(found.group(2), "")
             if argument:
                 message = message[: found.start(2)] + argument + message[found.end(2) :]
-        raise ArgumentValueError(function, argument, message) from None
+        raise ArgumentValueError(function, argument, message, str(failure)) from None
 
 
 def _flag_of(name: str) -> str:

@@ -77,12 +77,16 @@ class CycleError(InputError, ValueError):
 
 class ArgumentError(InputError, UsageError):
     """An argument of a library function (`pcache.lint`, ...) is invalid: the message names
-    the function and the argument, as in `pcache.lint: block_size must be at least 1, got 0`."""
+    the function and the argument, as in `pcache.lint: block_size must be at least 1, got 0`.
 
-    def __init__(self, function: str, argument: str, message: str):
+    `command_line` words the same refusal as the command line does, naming the flag
+    (`--block-size must be ...`): the commands call these functions and print that."""
+
+    def __init__(self, function: str, argument: str, message: str, command_line: str | None = None):
         self.function = function
         self.argument = argument
         """The argument's name ("" when the message names no single one)."""
+        self.command_line = command_line or message
         super().__init__(f"pcache.{function}", message)
 
 
