@@ -310,3 +310,15 @@ def test_a_json_value_in_memory_is_read_as_its_document(value):
     assert orjson.loads(orjson.dumps(value)) == copied  # what a file of it would hold
     if isinstance(value, dict | list) and value:
         assert copied is not value
+
+
+def test_the_commands_that_call_the_api_keep_their_flags_words(cli, tmp_path):
+    path = tmp_path / "a.json"
+    path.write_bytes(orjson.dumps(BODY))
+    result = cli("lint", path, "--select", "PC9Z")
+    assert result.exit_code == 2, result.output
+    assert "--select: unknown rule code" in result.stderr and "pcache.lint" not in result.stderr
+    with pytest.raises(ArgumentValueError) as raised:
+        pcache.lint(path, select=["PC9Z"])
+    assert str(raised.value).startswith("pcache.lint: select: unknown rule code")
+    assert raised.value.command_line.startswith("--select: unknown rule code")
