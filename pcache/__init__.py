@@ -2,6 +2,7 @@
 
 The library API is `pcache.diff`, `pcache.hash`, `pcache.lint` and `pcache.replay` (defined in
 `pcache.api`, and what the command line runs). Importing pcache loads nothing heavy.
+A bad argument or input raises a subclass of `pcache.InputError` (`pcache.errors`).
 """
 
 from __future__ import annotations
@@ -11,12 +12,37 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pcache.api import diff, hash, lint, replay
+    from pcache.errors import (
+        ArgumentError,
+        ArgumentTypeError,
+        ArgumentValueError,
+        CycleError,
+        InputError,
+        NestingError,
+        NotJsonError,
+        PcacheError,
+    )
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "diff", "hash", "lint", "replay"]
+__all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
+    "CycleError",
+    "InputError",
+    "NestingError",
+    "NotJsonError",
+    "PcacheError",
+    "__version__",
+    "diff",
+    "hash",
+    "lint",
+    "replay",
+]
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        return getattr(importlib.import_module("pcache.api"), name)
+        module = "pcache.errors" if name.endswith("Error") else "pcache.api"
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'pcache' has no attribute {name!r}")

@@ -5,6 +5,10 @@ anything with `model_dump`), or paths to JSON / JSONL files, and return the data
 fields the commands' JSON output holds. Options left as None take the command line's defaults.
 Each function imports what it needs when called.
 
+Arguments are checked before any work (`pcache.api_arguments`): a wrong type or value, a body
+that is not JSON (a set, NaN, a non-string key), one that contains itself or nests deeper than
+the readers read, raise a subclass of `pcache.InputError` naming the function and argument.
+
 The names are functions only: the code they run lives in packages of other names
 (`pcache.divergence`, `pcache.rules`, `pcache.replayer`).
 """
@@ -29,22 +33,26 @@ RequestLike = Any
 
 
 def _settings(
+    function: str,
     tokenizer: str | None,
     block_size: int | None,
     hash_algo: str | None,
     cache_salt: str | None,
     date: str | None,
 ) -> Settings:
+    from pcache import api_arguments as check
     from pcache.pipeline import Settings
 
-    defaults = Settings()
-    return Settings(
-        tokenizer=tokenizer or defaults.tokenizer,
-        block_size=block_size or defaults.block_size,
-        hash_algo=hash_algo or defaults.hash_algo,
+    given = check.settings_values(
+        function,
+        tokenizer=tokenizer,
+        block_size=block_size,
+        hash_algo=hash_algo,
         cache_salt=cache_salt,
-        date=date or defaults.date,
+        date=date,
     )
+    with check.named_as(function, tuple(given)):
+        return Settings(**given)
 
 
 def diff(
@@ -62,9 +70,13 @@ def diff(
     >>> result = pcache.diff(earlier_body, later_body)
     >>> result.cause.kind, result.cause.b_path, result.first_divergence_token
     """
+    from pcache import api_arguments as check
     from pcache.divergence.compare import compare
 
-    return compare(a, b, _settings(tokenizer, block_size, hash_algo, cache_salt, date)).result
+    a, b = check.request("diff", "a", a), check.request("diff", "b", b)
+    settings = _settings("diff", tokenizer, block_size, hash_algo, cache_salt, date)
+    with check.named_as("diff", ()):
+        return compare(a, b, settings).result
 
 
 def hash(
@@ -77,11 +89,14 @@ def hash(
     date: str | None = None,
 ) -> BlockHashReport:
     """The token count and chained block hashes of one request (a file must hold exactly one)."""
+    from pcache import api_arguments as check
     from pcache.pipeline import BlockHashReport, hash_request
     from pcache.prompt.inputs import one_request
 
-    settings = _settings(tokenizer, block_size, hash_algo, cache_salt, date)
-    return BlockHashReport.of(hash_request(one_request(request), settings))
+    request = check.request("hash", "request", request)
+    settings = _settings("hash", tokenizer, block_size, hash_algo, cache_salt, date)
+    with check.named_as("hash", ()):
+        return BlockHashReport.of(hash_request(one_request(request), settings))
 
 
 def lint(
@@ -109,47 +124,67 @@ def lint(
     from dataclasses import replace
     from pathlib import Path
 
-    from pcache.errors import UsageError
-    from pcache.pipeline import Settings, validate_date
+    from pcache import api_arguments as check
+    from pcache.defaults import PROFILE_NAMES
+    from pcache.pipeline import Settings
     from pcache.prompt.inputs import is_path, values_from
     from pcache.rules import RULES
     from pcache.rules.config import find_config, load_config
     from pcache.rules.runner import LintOptions, lint_paths, lint_values
     from pcache.rules.selection import SelectionInput, resolve
 
-    items = [requests_or_paths] if is_path(requests_or_paths) else requests_or_paths
-    items = items if isinstance(items, list) else list(items)
+    items = check.requests("lint", "requests_or_paths", requests_or_paths)
+    items = items if isinstance(items, list) else [items]
+    select = check.codes("lint", "select", select)
+    extend_select = check.codes("lint", "extend_select", extend_select)
+    ignore = check.codes("lint", "ignore", ignore)
+    profile = check.text("lint", "profile", profile, PROFILE_NAMES)
+    tokenizer = check.tokenizer("lint", tokenizer)
+    block_size = check.block_size("lint", block_size)
+    date = check.text("lint", "date", date)
+    config = check.optional_path("lint", "config", config)
+    fix = check.flag("lint", "fix", fix)
+    since = check.text("lint", "since", since)
+    progress = check.callback("lint", "progress", progress)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
-        raise UsageError("lint takes paths or requests, not both in one call")
+        raise check.ArgumentValueError(
+            "lint", "requests_or_paths", "lint takes paths or requests, not both in one call"
+        )
+    if not paths and (since is not None or fix):
+        argument = "since" if since is not None else "fix"
+        raise check.ArgumentValueError(
+            "lint", argument, f"{argument} applies to files, not to requests in memory"
+        )
     config_path = Path(config) if config else find_config(Path.cwd())
     settings = load_config(config_path)
-    selection = resolve(
-        settings.selection,
-        SelectionInput(select, extend_select or [], ignore or []),
-        RULES,
-        source=f"{config_path}" if config_path else "config",
-    )
-    defaults = Settings()
-    options = LintOptions(
-        settings=Settings(
-            tokenizer=tokenizer or settings.tokenizer or defaults.tokenizer,
-            profile=profile or settings.profile or defaults.profile,
-            block_size=block_size or defaults.block_size,
-            date=validate_date(date or defaults.date),
-        ),
-        selection=selection,
-        fix=fix,
-        template_chosen=bool(tokenizer or settings.tokenizer),
-    )
-    if not paths:
-        if since is not None or fix:
-            raise UsageError("--diff and --fix apply to files, not to requests in memory")
-        return lint_values(values_from(items), options, source="requests")
-    report = lint_paths(paths, options, settings, progress)
-    if since is not None:
-        report = _only_new(report, paths, since, replace(options, fix=False), settings)
-    return report
+    names = {"--select": "select", "--extend-select": "extend_select", "--ignore": "ignore"}
+    with check.named_as("lint", {**names, "--date": "date", "--profile": "profile"}):
+        selection = resolve(
+            settings.selection,
+            SelectionInput(select, extend_select or [], ignore or []),
+            RULES,
+            source=f"{config_path}" if config_path else "config",
+        )
+        defaults = Settings()
+        options = LintOptions(
+            settings=Settings(
+                tokenizer=tokenizer or settings.tokenizer or defaults.tokenizer,
+                profile=profile or settings.profile or defaults.profile,
+                block_size=defaults.block_size if block_size is None else block_size,
+                date=defaults.date if date is None else date,
+            ),
+            selection=selection,
+            fix=fix,
+            template_chosen=bool(tokenizer or settings.tokenizer),
+        )
+    with check.named_as("lint", ("since", "fix")):
+        if not paths:
+            return lint_values(values_from(items), options, source="requests")
+        report = lint_paths(paths, options, settings, progress)
+        if since is not None:
+            report = _only_new(report, paths, since, replace(options, fix=False), settings)
+        return report
 
 
 def _only_new(report: LintReport, paths: list[str], since: str, options: Any, settings: Any):
@@ -192,11 +227,26 @@ def replay(
     beside `options`, keywords change them. An option of another driver is refused with the
     `UsageError` the command gives for its flag.
     """
+    from pcache import api_arguments as check
     from pcache.prompt.inputs import is_path, values_from
+    from pcache.replayer.options import ReplayOptions
     from pcache.replayer.run import replay_options, run_replay
 
+    trace = check.requests("replay", "trace", trace)
+    if options is not None and not isinstance(options, ReplayOptions):
+        raise check.ArgumentTypeError(
+            "replay",
+            "options",
+            "options must be a driver's options (SimulateOptions, ...)"
+            f" or None, got {check.kind_of(options)}",
+        )
+    progress = check.callback("replay", "progress", progress)
     if options is None or given:
-        mode = given.pop("mode", options.mode if options is not None else "simulate")
-        options = replay_options(mode, options, **given)
+        mode, given = check.replay_keywords("replay", given)
+        mode = mode or (options.mode if options is not None else "simulate")
+        flags = {flag: name for flag, name in check.replay_flags().items() if name in given}
+        with check.named_as("replay", flags):
+            options = replay_options(mode, options, **given)
     source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
-    return run_replay(source, options, progress=progress)
+    with check.named_as("replay", check.replay_flags()):
+        return run_replay(source, options, progress=progress)

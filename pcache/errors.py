@@ -59,3 +59,40 @@ class RequestTemplateError(InputError, TokenizerError):
 
 class EngineError(PcacheError):
     """The built-in engine cannot run the requested model or workload."""
+
+
+class NestingError(InputError, ValueError):
+    """A value nests lists and objects deeper than pcache reads (`MAX_NESTING` levels), in a
+    file or in memory."""
+
+
+class NotJsonError(InputError, TypeError):
+    """A value given in memory is not one a JSON document can hold: a set, an arbitrary
+    object, NaN or an infinity, a key that is not a string, text that is not Unicode."""
+
+
+class CycleError(InputError, ValueError):
+    """A value given in memory contains itself (a dict or list inside itself)."""
+
+
+class ArgumentError(InputError, UsageError):
+    """An argument of a library function (`pcache.lint`, ...) is invalid: the message names
+    the function and the argument, as in `pcache.lint: block_size must be at least 1, got 0`.
+
+    `command_line` words the same refusal as the command line does, naming the flag
+    (`--block-size must be ...`): the commands call these functions and print that."""
+
+    def __init__(self, function: str, argument: str, message: str, command_line: str | None = None):
+        self.function = function
+        self.argument = argument
+        """The argument's name ("" when the message names no single one)."""
+        self.command_line = command_line or message
+        super().__init__(f"pcache.{function}", message)
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of a library function has a type it does not take."""
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument of a library function has the right type and a value it does not take."""

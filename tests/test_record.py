@@ -350,3 +350,71 @@ def test_a_session_function_that_raises_never_fails_the_request(tmp_path, caplog
         response = client.post("http://127.0.0.1:9/v1/chat/completions", json=body)
     assert response.status_code == 200 and not path.exists()
     assert "cannot record" in caplog.text
+
+
+WHITESPACE = st.text(alphabet=" \t\r\n", max_size=3)
+"""JSON's whitespace: any run of it may stand between two tokens."""
+
+
+@st.composite
+def _spaced_json(draw, value) -> bytes:
+    """`value` as JSON text with arbitrary whitespace around every token, strings written
+    either as UTF-8 or with \\u escapes."""
+    import json
+
+    def text(item) -> bytes:
+        if isinstance(item, str):
+            ascii_only = draw(st.booleans())
+            return json.dumps(item, ensure_ascii=ascii_only).encode()
+        if isinstance(item, dict):
+            parts = [
+                text(key) + draw(WHITESPACE).encode() + b":" + draw(WHITESPACE).encode() + text(v)
+                for key, v in item.items()
+            ]
+        else:
+            parts = [text(v) for v in item]
+        separator = lambda: draw(WHITESPACE).encode()  # noqa: E731
+        inner = b",".join(separator() + part + separator() for part in parts)
+        brackets = b"{}" if isinstance(item, dict) else b"[]"
+        return brackets[:1] + inner + separator() + brackets[1:]
+
+    return draw(WHITESPACE).encode() + text(value) + draw(WHITESPACE).encode()
+
+
+UNICODE_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), contents=st.lists(UNICODE_TEXT, min_size=1, max_size=3))
+def test_the_recorder_reads_back_what_it_wrote_as_lint_reads_it(tmp_path_factory, data, contents):
+    from pcache.prompt.loading import iter_json_lines
+    from pcache.record import Recorder
+
+    path = tmp_path_factory.mktemp("spaced") / "r.jsonl"
+    body = {"model": "m", "messages": [{"role": "user", "content": text} for text in contents]}
+    raw = data.draw(_spaced_json(body))
+    recorder = Recorder(path)
+    recorder.respond(chat_completion("ok"))
+    headers = {"content-type": "application/json"}
+    recorder.client().post("http://127.0.0.1:9/v1/chat/completions", content=raw, headers=headers)
+    assert recorder.requests == [body]
+    assert [value["body"] for _, value in iter_json_lines(path)] == [body]
+    if b"\n" not in raw:  # kept byte for byte ("\r" included); else one line re-serialized
+        assert path.read_bytes().endswith(b',"body":' + raw + b"}\n")
+    assert path.read_bytes().count(b"\n") == 1
+    recorder.close()
+
+
+def test_a_body_with_a_bare_carriage_return_is_read_back_and_linted(tmp_path):
+    import pcache
+    from pcache.record import Recorder
+
+    recorder = Recorder(tmp_path / "r.jsonl")
+    recorder.respond(chat_completion("ok"))
+    raw = b'{"model": "m",\r"messages": [{"role": "user",\r"content": "Where is P-42?"}]}'
+    headers = {"content-type": "application/json"}
+    recorder.client().post("http://127.0.0.1:9/v1/chat/completions", content=raw, headers=headers)
+    assert recorder.requests == [orjson.loads(raw)]
+    assert b"\r" in recorder.path.read_bytes()
+    assert pcache.lint(recorder.path).summary.requests == 1
+    assert pcache.lint(recorder.requests).summary.requests == 1

@@ -1,5 +1,5 @@
-"""`pcache.replay(...)` refuses what `pcache replay` refuses, with the same message: both go
-through the drivers' options (`pcache.replayer.options`)."""
+"""`pcache.replay(...)` refuses what `pcache replay` refuses, with the same message naming the
+keyword instead of the flag: both go through the drivers' options (`pcache.replayer.options`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import inspect
 import pytest
 
 import pcache
-from pcache.errors import UsageError
+from pcache.api_arguments import replay_flags
+from pcache.errors import ArgumentValueError, InputError, UsageError
 from pcache.replayer.endpoint_options import EndpointOptions
 from pcache.replayer.engine_options import EngineOptions
 from pcache.replayer.simulate_options import SimulateOptions
@@ -58,7 +59,7 @@ REFUSED = [
     ((*ENGINE, "--rate", "3"), {**E, "rate": 3.0}),
     (
         ("--endpoint", URL, "--capacity-sweep"),
-        {**P, "capacity_sweep": 1},
+        {**P, "capacity_sweep": True},
     ),
     (
         ("--endpoint", URL, "--concurrency", "timed"),
@@ -77,9 +78,13 @@ def test_the_api_refuses_what_the_command_refuses_with_its_message(cli, flags, k
     result = cli("replay", TRACE, *flags)
     assert result.exit_code == 2, result.output
     message = result.stderr.strip().removeprefix("pcache: error: ")
-    with pytest.raises(UsageError) as refused:
+    with pytest.raises(ArgumentValueError) as refused:
         pcache.replay(TRACE, **keywords)
-    assert str(refused.value) == message
+    assert isinstance(refused.value, UsageError | InputError)
+    flag = message.removeprefix("unknown ").split()[0]
+    keyword = replay_flags().get(flag, "")
+    expected = message.replace(flag, keyword, 1) if keyword in keywords else message
+    assert str(refused.value) == f"pcache.replay: {expected}"
 
 
 def test_an_options_object_is_checked_when_it_is_made():
@@ -97,7 +102,7 @@ def test_options_objects_and_keywords_replay_alike():
     assert by_object == pcache.replay(TRACE, cache_blocks=8, concurrency="timed").to_dict()
     changed = pcache.replay(TRACE, options, cache_blocks=4)
     assert changed.reports[0].capacity_blocks == 4
-    with pytest.raises(UsageError, match="--repeat applies to --engine and --gpu"):
+    with pytest.raises(UsageError, match="repeat applies to --engine and --gpu"):
         pcache.replay(TRACE, options, repeat=2)
     with pytest.raises(TypeError, match="no_such_option"):
         pcache.replay(TRACE, no_such_option=1)
@@ -106,7 +111,7 @@ def test_options_objects_and_keywords_replay_alike():
 def test_settings_keywords_fill_the_embedded_settings():
     requests = SAMPLES / "traces" / "requests_tiny.jsonl"
     assert pcache.replay(requests, block_size=32).reports[0].block_size == 32
-    with pytest.raises(UsageError, match="--date must be YYYY-MM-DD"):
+    with pytest.raises(UsageError, match="date must be YYYY-MM-DD"):
         pcache.replay(TRACE, date="tomorrow")
 
 

@@ -65,7 +65,7 @@ class PcacheGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except PcacheError as failure:
-            error(str(failure))
+            error(getattr(failure, "command_line", None) or str(failure))
             ctx.exit(failure.exit_code)
         except typer.Exit as done:
             ctx.exit(done.exit_code)

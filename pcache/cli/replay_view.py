@@ -134,6 +134,7 @@ def render(result: ReplayResult, format: str) -> None:
         rows.append(("observed cached tokens", f"{report.observed_cached_tokens:,}", "from usage"))
     if report.skipped_lines:
         rows.append(("skipped lines", f"{report.skipped_lines:,}", "malformed"))
+    rows.extend(_calibration_rows(report))
     from rich.table import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -268,6 +269,44 @@ def _render_sweep(result: ReplayResult) -> None:
             f"{report.ttft_ms['p50']:.1f}",
         )
     stdout.print(table)
+    calibration = _calibration_rows(first)
+    if calibration:
+        rows = Table(show_header=False, box=None, pad_edge=False)
+        for _ in range(3):
+            rows.add_column()
+        for row in calibration:
+            rows.add_row(*row)
+        stdout.print(rows)
+
+
+def _calibration_rows(report: ReplayReport) -> list[tuple[str, str, str]]:
+    """The TTFT model of a replay predicted with a calibration file, where that file was
+    measured, and what differs from this run."""
+    from rich.markup import escape
+
+    used, model = report.calibration, report.ttft_model
+    if used is None or model is None:
+        return []
+    rows = [
+        (
+            "TTFT model",
+            f"{model.overhead_ms:.3g} ms + {model.ms_per_token:.3g} ms/token"
+            f" + {model.ms_per_pair:.3g} ms/pair",
+            f"from {escape(used.path)} (sha256 {used.sha256[:12]})",
+        ),
+        (
+            "calibration",
+            escape(used.engine_model or "?"),
+            escape(
+                f"{used.dtype or '?'} on {used.device or '?'} ({used.backend or '?'});"
+                f" {used.machine or 'machine unknown'}; {used.date or 'date unknown'};"
+                f" {used.samples:,} samples ({used.probes:,} length probes),"
+                f" rms error {used.rms_error_ms:.1f} ms"
+            ),
+        ),
+    ]
+    rows.extend(("note", "", escape(note)) for note in used.notes)
+    return rows
 
 
 def _ttft(distribution: dict[str, float]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pcache.errors import InputError
+from pcache.errors import InputError, NestingError
 
 MAX_NESTING = 100
 """Deepest nesting of lists and objects in a request; deeper values are refused at load (code
@@ -131,7 +131,10 @@ class Where:
                 deepest = _deepest_path(value)
                 if path:
                     deepest = path + deepest if deepest.startswith("[") else f"{path}.{deepest}"
-                raise self.error(deepest, f"nests more than {MAX_NESTING} levels")
+                failure = self.error(deepest, f"nests more than {MAX_NESTING} levels")
+                raise NestingError(
+                    failure.source, failure.message, failure.line, json_path=failure.json_path
+                )
             children = current.values() if isinstance(current, dict) else current
             stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 

@@ -14,20 +14,17 @@ from typing import Any
 
 from pcache.errors import InputError
 from pcache.prompt.loading import Document, display_name, iter_documents
+from pcache.prompt.memory_values import json_value
 from pcache.prompt.request import Request, request_from_document, request_of
 
 MEMORY = "<memory>"
 
 
-def plain(value: Any) -> Any:
-    """`value` with every SDK object in it replaced by its JSON value."""
-    if isinstance(value, dict):
-        return {key: plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(item) for item in value]
-    if hasattr(value, "model_dump") and callable(value.model_dump):
-        return plain(value.model_dump(mode="json", by_alias=True, exclude_none=True))
-    return value
+def plain(value: Any, source: str = MEMORY, line: int | None = None) -> Any:
+    """`value` as the JSON it stands for, SDK objects replaced by their JSON value; what no
+    JSON document holds, cycles and nesting past the readers' limit are refused
+    (`pcache.prompt.memory_values`)."""
+    return json_value(value, source, line)
 
 
 def is_path(value: Any) -> bool:
@@ -55,7 +52,8 @@ def iter_inputs(
                 assert isinstance(document, Document)
                 yield document
         else:
-            yield source, None if single else count, plain(item)
+            line = None if single else count
+            yield source, line, plain(item, source, line)
 
 
 def iter_requests(items: Any, source: str = MEMORY) -> Iterator[Request]:

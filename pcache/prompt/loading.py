@@ -9,8 +9,9 @@ from typing import Any
 
 import orjson
 
-from pcache.errors import InputError
+from pcache.errors import InputError, NestingError
 from pcache.files import MAX_INPUT_BYTES, display_name, line_and_column, open_input, read_input
+from pcache.prompt.fields import MAX_NESTING
 
 MAX_DOCUMENT_BYTES = MAX_INPUT_BYTES
 SNIFF_BYTES = 8192
@@ -91,6 +92,9 @@ def json_error(
     """The InputError of a failed parse, at the right place: orjson reports invalid UTF-8 at
     1:1, so that place is found in the bytes; a JSONL line gives the file's line number."""
     message, found_line, column = f"invalid JSON: {error.msg}", error.lineno, error.colno
+    if "depth limit" in error.msg:  # orjson's own limit (1024 levels), past pcache's
+        line = found_line if line is None else line
+        return NestingError(source, f"nests more than {MAX_NESTING} levels", line, column)
     if "UTF-8" in error.msg and "BOM" not in error.msg:
         try:
             data.decode("utf-8")
@@ -123,7 +127,7 @@ def iter_documents(
         return
     except orjson.JSONDecodeError as error:
         first_error = error
-    lines = body.splitlines()
+    lines = body.split(b"\n")  # as JSONL lines end: "\r" alone is JSON whitespace
     if len([raw for raw in lines if raw.strip()]) > 1 and lines[0].strip().startswith(b"{"):
         try:
             parsed = [

@@ -49,16 +49,16 @@ def assert_prefix_stable(
     Tokenizer, block size and date default to the command line's.
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this function's
+    from pcache import api_arguments as check
     from pcache.divergence.compare import diff
     from pcache.pipeline import Settings, hash_request
     from pcache.prompt.inputs import requests_from
 
-    defaults = Settings()
-    settings = Settings(
-        tokenizer=tokenizer or defaults.tokenizer,
-        block_size=block_size or defaults.block_size,
-        date=date or defaults.date,
-    )
+    function = "record.assert_prefix_stable"
+    requests = check.requests(function, "requests", requests)
+    given = check.settings_values(function, tokenizer=tokenizer, block_size=block_size, date=date)
+    with check.named_as(function, tuple(given)):
+        settings = Settings(**given)
     latest: dict[str | None, tuple[int, Any]] = {}
     failures = []
     for index, request in enumerate(requests_from(requests)):
@@ -86,20 +86,22 @@ def assert_cacheable(
 
     The ratio is `pcache lint`'s "cacheable tokens as is" over the requests in order; it is
     returned when the assertion holds. The failure lists the findings that explain the loss.
+    `min_ratio` is a number from 0 to 1 (NaN is refused, as any other bad argument, with a
+    `pcache.InputError`).
     """
     __tracebackhide__ = True
+    from pcache import api_arguments as check
+    from pcache.defaults import PROFILE_NAMES
     from pcache.pipeline import Settings
     from pcache.prompt.inputs import values_from
     from pcache.rules.runner import LintOptions, lint_values
 
-    defaults = Settings()
-    options = LintOptions(
-        settings=Settings(
-            tokenizer=tokenizer or defaults.tokenizer,
-            profile=profile,
-            block_size=block_size or defaults.block_size,
-        )
-    )
+    function = "record.assert_cacheable"
+    requests = check.requests(function, "requests", requests)
+    min_ratio = check.number(function, "min_ratio", min_ratio, 0.0, 1.0)
+    profile = check.text(function, "profile", profile, PROFILE_NAMES)
+    given = check.settings_values(function, tokenizer=tokenizer, block_size=block_size)
+    options = LintOptions(settings=Settings(**given, profile=profile))
     report = lint_values(values_from(requests), options, source="requests")
     summary = report.summary
     ratio = summary.cacheable_ratio

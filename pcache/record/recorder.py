@@ -18,8 +18,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import orjson
-
 from pcache.record.canned import Canned, CannedResponses, CannedTransport
 from pcache.record.line import SessionKey
 from pcache.record.transport import AsyncTransport, Transport
@@ -70,10 +68,14 @@ class Recorder:
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        """Every line written so far (timestamp, session_id, status, usage, body...)."""
-        if not self.path.exists():
+        """Every line written so far (timestamp, session_id, status, usage, body...), read by
+        the JSONL reader `pcache lint` and `pcache replay` use (lines end at "\\n" only: a
+        body keeps any other JSON whitespace, "\\r" included, as it was sent)."""
+        from pcache.prompt.loading import iter_json_lines
+
+        if not self.path.exists() or self.path.stat().st_size == 0:
             return []
-        return [orjson.loads(line) for line in self.path.read_bytes().splitlines() if line]
+        return [value for _, value in iter_json_lines(self.path)]
 
     @property
     def requests(self) -> list[dict[str, Any]]:

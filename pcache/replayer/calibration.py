@@ -15,12 +15,15 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pcache.errors import InputError
 from pcache.replayer.ttft import TtftModel, attention_pairs
+
+if TYPE_CHECKING:
+    from pcache.replayer.calibration_used import CalibrationUsed
 
 FORMAT = "pcache-ttft-calibration/1"
 
@@ -116,10 +119,44 @@ def _number(
 
 def load_calibration(path: str) -> Calibration:
     """A file written by `save_calibration`; anything else is an InputError naming it."""
-    from pcache.prompt.loading import display_name, parse_json, read_bytes
+    from pcache.prompt.loading import display_name, read_bytes
+
+    return _parse_calibration(read_bytes(path), display_name(path))
+
+
+def read_calibration(path: str, run_model: str) -> tuple[Calibration, CalibrationUsed]:
+    """`load_calibration`, and the file's identity for a report of a run sizing its cache for
+    `run_model` on this machine (`pcache.replayer.calibration_used`)."""
+    import hashlib
+
+    from pcache.prompt.loading import display_name, read_bytes
+    from pcache.replayer.calibration_used import CalibrationUsed, mismatch_notes, this_machine
 
     source = display_name(path)
-    data = parse_json(read_bytes(path), source)
+    data = read_bytes(path)
+    fit = _parse_calibration(data, source)
+    used = CalibrationUsed(
+        path=source,
+        sha256=hashlib.sha256(data).hexdigest(),
+        engine_model=fit.engine_model,
+        dtype=fit.dtype,
+        device=fit.device,
+        backend=fit.backend,
+        machine=fit.machine,
+        date=fit.date,
+        samples=fit.samples,
+        probes=fit.probes,
+        rank=fit.rank,
+        rms_error_ms=fit.rms_error_ms,
+        notes=mismatch_notes(fit.engine_model, fit.machine, run_model, this_machine()),
+    )
+    return fit, used
+
+
+def _parse_calibration(raw: bytes, source: str) -> Calibration:
+    from pcache.prompt.loading import parse_json
+
+    data = parse_json(raw, source)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(source, f"not a TTFT calibration file (expected format {FORMAT!r})")
     model = data.get("model")

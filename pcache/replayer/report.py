@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pcache.replayer.calibration_used import CalibrationUsed
 from pcache.replayer.ttft import TtftModel
 
 MODES = ("simulate", "engine", "endpoint")
@@ -150,6 +151,9 @@ class ReplayReport:
     mode: str = "simulate"
     ttft_model: TtftModel | None = None
     """The TTFT model behind predicted figures (defaults, flags or a calibration file)."""
+    calibration: CalibrationUsed | None = None
+    """The calibration file `ttft_model` was read from (`--simulate --calibration`); an
+    engine replay's JSON holds its own fit under this key instead."""
     measurement: Measurement | None = None
     endpoint: Any = None
     """`--endpoint`: the `EndpointMeasurement` of the live server."""

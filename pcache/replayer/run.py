@@ -55,6 +55,11 @@ def replay_options(mode: str = "simulate", base: ReplayOptions | None = None, **
     return build_options(driver.options, drivers, given, base)
 
 
+def driver_options() -> dict[str, type[ReplayOptions]]:
+    """Each replay mode's options class."""
+    return {mode: driver.options for mode, driver in _DRIVERS.items()}
+
+
 def run_replay(trace: Trace, options: ReplayOptions, progress: Progress = None) -> ReplayResult:
     """Replay `trace` with the driver whose options `options` are."""
     driver = _DRIVERS.get(options.mode)
@@ -73,12 +78,14 @@ def simulation_options(options: SimulateOptions, kv_bytes_per_token: int) -> Sim
 
 def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) -> ReplayResult:
     shape = resolve_model(options.model)
+    used = None
     if options.calibration is not None:
-        from pcache.replayer.calibration import load_calibration
+        from pcache.replayer.calibration import read_calibration
 
-        fitted = load_calibration(options.calibration).model
-        options = replace(options, calibration=None, ttft=fitted)
+        fit, used = read_calibration(options.calibration, options.model)
+        options = replace(options, calibration=None, ttft=fit.model)
     simulation = options.simulation_options(shape.kv_bytes_per_token)
+    simulation = replace(simulation, calibration=used)
     loaded = options.read_trace(trace)
     if options.limit is not None:
         loaded = replace(loaded, records=loaded.records[: options.limit])

@@ -26,6 +26,7 @@ from pcache.cache.profiles import load_profile
 from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
+from pcache.replayer.calibration_used import CalibrationUsed
 from pcache.replayer.policies import (
     Admission,
     CapacityTooSmall,
@@ -58,6 +59,8 @@ class SimulationOptions:
     ttft: TtftModel = field(default_factory=TtftModel)
     kv_bytes_per_token: int = 131072
     hash_algo: str = DEFAULT_HASH_ALGO
+    calibration: CalibrationUsed | None = None
+    """The calibration file `ttft` was read from (None: defaults or coefficients given)."""
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -367,6 +370,7 @@ def _report(
         bill=bill,
         observed_cached_tokens=observed,
         ttft_model=options.ttft,
+        calibration=options.calibration,
         per_request=outcomes,
     )
 

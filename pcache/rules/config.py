@@ -19,8 +19,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pcache.defaults import PROFILE_NAMES
-from pcache.errors import ConfigError, InputError
+from pcache.errors import ConfigError, InputError, NestingError
 from pcache.files import read_text
+from pcache.prompt.fields import MAX_NESTING
 from pcache.rules.selection import SelectionInput
 
 """The caches `lint` prices findings for (`--profile` and `profile`)."""
@@ -57,7 +58,7 @@ def find_config(start: Path) -> Path | None:
         candidate = directory / "pyproject.toml"
         if candidate.exists():
             try:
-                data = tomllib.loads(read_text(candidate, what="pyproject.toml"))
+                data = _parse_toml(read_text(candidate, what="pyproject.toml"), str(candidate))
             except (InputError, tomllib.TOMLDecodeError):
                 return candidate  # reported by load_config
             tool = data.get("tool")
@@ -82,12 +83,43 @@ def _toml_error(source: str, error: Exception) -> InputError:
     return InputError(source, f"invalid TOML: {text[: where.start()]}", line, column)
 
 
+def _parse_toml(text: str, source: str) -> dict[str, Any]:
+    """`tomllib.loads`, with arrays and inline tables nested past `MAX_NESTING` refused where
+    they pass it (tomllib parses them recursively, so it would run out of stack)."""
+    depth = 0
+    line, line_start, index, quote = 1, 0, 0, ""
+    while index < len(text):
+        char = text[index]
+        if char == "\n":
+            line, line_start = line + 1, index + 1
+        elif quote:
+            if char == "\\" and quote == '"':
+                index += 1
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            found = text.find("\n", index)
+            index = len(text) if found < 0 else found
+            continue
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_NESTING + 1:  # + 1: a table header's own bracket
+                message = f"nests more than {MAX_NESTING} levels"
+                raise NestingError(source, message, line, index - line_start + 1)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+        index += 1
+    return tomllib.loads(text)
+
+
 def load_config(path: Path | None) -> LintConfig:
     if path is None:
         return LintConfig()
     text = read_text(path, what="pyproject.toml")
     try:
-        data = tomllib.loads(text)
+        data = _parse_toml(text, str(path))
     except tomllib.TOMLDecodeError as error:
         raise _toml_error(str(path), error) from None
     table: Any = data
