@@ -32,6 +32,8 @@ class Document:
     value: Any
     raw: bytes | None = None
     """The JSON text of this document (of its line in a JSONL file), to locate errors in."""
+    path: str = ""
+    """The JSON path of `value` inside `raw` (a span inside an OTLP export); "" for the whole."""
 
     def locate(self, failure: InputError) -> InputError:
         """Give an error about a value of this document (its `json_path`) a line and column."""
@@ -110,8 +112,24 @@ def iter_documents(
     """Stream documents; with skip_errors, a bad JSONL line yields its InputError (not raised).
 
     A `.json` file holds one document, unless it does not parse as one and every non-blank line
-    parses on its own (a JSONL log saved as .json).
+    parses on its own (a JSONL log saved as .json). A Parquet or CSV table (`table.parquet`,
+    `table.csv#column`) yields the JSON of its request column row by row. Each document is
+    seen in the context of its log (`pcache.prompt.expand`: spans of OTLP exports, Responses
+    chains).
     """
+    from pcache.prompt.expand import expand_documents
+
+    return expand_documents(_iter_documents(path, skip_errors))
+
+
+def _iter_documents(
+    path: str | os.PathLike[str], skip_errors: bool
+) -> Iterator[Document | InputError]:
+    from pcache.prompt import tables
+
+    if tables.is_table(path):
+        yield from tables.iter_table_documents(path, skip_errors=skip_errors)
+        return
     source = display_name(path)
     if str(path) != "-" and is_jsonl_name(path):
         yield from _iter_jsonl_file(path, source, skip_errors)
@@ -210,9 +228,12 @@ def _parse_lines(
 def iter_values(
     path: str | os.PathLike[str], *, skip_errors: bool = False
 ) -> Iterator[tuple[int | None, Any] | InputError]:
-    """`iter_documents` as (line, value) pairs; `iter_json_lines` itself for .jsonl files."""
+    """`iter_documents` as (line, value) pairs; `iter_json_lines` (seen in the context of
+    the log) for .jsonl files."""
     if str(path) != "-" and is_jsonl_name(path):
-        return iter_json_lines(path, skip_errors=skip_errors)
+        from pcache.prompt.expand import expand_values
+
+        return expand_values(iter_json_lines(path, skip_errors=skip_errors))
     return (
         item if isinstance(item, InputError) else (item.line, item.value)
         for item in iter_documents(path, skip_errors=skip_errors)

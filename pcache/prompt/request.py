@@ -2,8 +2,10 @@
 
 Accepted shapes (auto-detected): OpenAI Chat Completions bodies, OpenAI Batch API lines
 (`custom_id`, `method`, `url`, `body`), Anthropic Messages bodies, `{"prompt": "..."}` and
-`{"token_ids": [...]}`. Messages are normalized to the OpenAI shape that chat templates expect;
-`origins` maps each normalized path back to the path in the user's JSON.
+`{"token_ids": [...]}`, and the shapes `pcache.prompt.shapes` reads (OpenAI Responses, Gemini
+generateContent, Bedrock Converse, OpenTelemetry GenAI and OpenInference spans). Messages are
+normalized to the OpenAI shape that chat templates expect; `origins` maps each normalized path
+back to the path in the user's JSON.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ KIND_OPENAI = "openai"
 KIND_ANTHROPIC = "anthropic"
 KIND_PROMPT = "prompt"
 KIND_TOKEN_IDS = "token_ids"
+KIND_GEMINI = "gemini"
+KIND_BEDROCK = "bedrock"
+KIND_SPAN = "span"
 
 SIDECAR_KEYS = ("timestamp", "session_id", "output_length", "usage")
 _ANTHROPIC_BLOCK_TYPES = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
@@ -49,6 +54,10 @@ class Request:
     usage: dict[str, Any] | None = None
     breakpoints: list[str] = field(default_factory=list)
     origins: dict[str, str] = field(default_factory=dict)
+    shape: str = ""
+    """The wire shape read: chat, responses, gemini, bedrock, otel, openinference."""
+    cached_tokens: int | None = None
+    """Prompt tokens the provider reported as read from its cache (the log's usage), if any."""
 
     @property
     def label(self) -> str:
@@ -93,25 +102,38 @@ _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 def request_of(document: Document) -> Request:
     """`request_from_document` of a loaded document; errors point at line:column."""
     try:
-        return request_from_document(document.value, document.source, document.line)
+        return request_from_document(document.value, document.source, document.line, document.path)
     except InputError as failure:
         raise document.locate(failure) from None
 
 
-def request_from_document(value: Any, source: str, line: int | None = None) -> Request:
-    """Detect the shape of a parsed JSON value, check every field pcache reads, normalize it."""
-    where = Where(source, line)
+def request_from_document(
+    value: Any, source: str, line: int | None = None, at: str = ""
+) -> Request:
+    """Detect the shape of a parsed JSON value, check every field pcache reads, normalize it.
+
+    `at`: the JSON path of `value` inside its line (a span inside an OTLP export), for errors.
+    """
+    from pcache.prompt import shapes
+
+    where = Where(source, line, at)
     if not isinstance(value, dict):
         raise where.expect(value, "", "a JSON object (a request)")
-    body, prefix = value, ""
+    body, prefix = value, at
     if "body" in value and ("custom_id" in value or "url" in value):
-        body, prefix = where.object(value, "body", "body") or {}, "body"
+        body, prefix = where.object(value, "body", "body") or {}, where.path("body")
     elif isinstance(value.get("request"), dict) and "messages" not in value:
-        body, prefix = value["request"], "request"
+        body, prefix = value["request"], where.path("request")
     where.check_nesting(value)
     where = Where(source, line, prefix)
     request = Request(source=source, line=line, kind="", raw=body, path_prefix=prefix)
+    reader = shapes.reader_for(body)
+    if reader is not None:
+        reader(request, value, body, where)
+        request.cached_tokens = request.cached_tokens or cached_tokens_of(request.usage)
+        return request
     _read_sidecar(request, value, body, where)
+    request.shape = "chat"
     if "token_ids" in body:
         request.kind = KIND_TOKEN_IDS
         request.token_ids = where.token_ids(body["token_ids"], "token_ids")
@@ -138,7 +160,39 @@ def request_from_document(value: Any, source: str, line: int | None = None) -> R
     request.model = where.string(body, "model", "model")
     salt = where.string(body, "cache_salt", "cache_salt")
     request.cache_salt = salt or None
+    request.cached_tokens = cached_tokens_of(request.usage)
     return request
+
+
+def read_sidecar(request: Request, outer: dict[str, Any], body: dict[str, Any], where: Where):
+    """The sidecar keys of a line (`timestamp`, `session_id`, `output_length`, `usage`)."""
+    _read_sidecar(request, outer, body, where)
+
+
+_CACHED_PATHS = (
+    ("prompt_tokens_details", "cached_tokens"),
+    ("input_tokens_details", "cached_tokens"),
+    ("cache_read_input_tokens",),
+    ("cachedContentTokenCount",),
+    ("cached_content_token_count",),
+    ("cacheReadInputTokens",),
+    ("prompt_cache_hit_tokens",),
+)
+"""Where each provider's usage reports the prompt tokens read from its cache: OpenAI Chat and
+Responses, Anthropic, Gemini (REST and SDK spelling), Bedrock Converse, DeepSeek."""
+
+
+def cached_tokens_of(usage: Any) -> int | None:
+    """The cached prompt tokens a provider's `usage` object reports, if it reports them."""
+    if not isinstance(usage, dict):
+        return None
+    for path in _CACHED_PATHS:
+        value: Any = usage
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
 
 
 def _read_sidecar(
