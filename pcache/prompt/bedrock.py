@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from pcache.prompt.fields import Where
 from pcache.prompt.harmony_json import compact_json
-from pcache.prompt.request import KIND_BEDROCK, Request, read_sidecar
+from pcache.prompt.request_record import KIND_BEDROCK, Request, read_sidecar
 
 SHAPE = "bedrock"
 ROLES = ("user", "assistant")

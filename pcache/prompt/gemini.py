@@ -23,7 +23,7 @@ from typing import Any
 
 from pcache.prompt.fields import Where
 from pcache.prompt.harmony_json import compact_json
-from pcache.prompt.request import KIND_GEMINI, Request, read_sidecar
+from pcache.prompt.request_record import KIND_GEMINI, Request, read_sidecar
 
 SHAPE = "gemini"
 ROLES = {"user": "user", "model": "assistant", "function": "tool", "tool": "tool"}

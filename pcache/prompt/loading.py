@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from pcache.errors import InputError
-from pcache.files import MAX_INPUT_BYTES, display_name, line_and_column, open_input, read_input
+from pcache.files import MAX_INPUT_BYTES, display_name, open_input, read_input
+from pcache.prompt.document import Document as Document
+from pcache.prompt.document import json_error as json_error
 
 MAX_DOCUMENT_BYTES = MAX_INPUT_BYTES
 SNIFF_BYTES = 8192
@@ -21,36 +22,6 @@ _WIDE_BOMS = (
     (b"\xff\xfe", "UTF-16"),
     (b"\xfe\xff", "UTF-16"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Document:
-    """One parsed JSON value and where it came from (line is 1-based for JSONL lines, else None)."""
-
-    source: str
-    line: int | None
-    value: Any
-    raw: bytes | None = None
-    """The JSON text of this document (of its line in a JSONL file), to locate errors in."""
-    path: str = ""
-    """The JSON path of `value` inside `raw` (a span inside an OTLP export); "" for the whole."""
-
-    def locate(self, failure: InputError) -> InputError:
-        """Give an error about a value of this document (its `json_path`) a line and column."""
-        if self.raw is None or failure.json_path is None or failure.column is not None:
-            return failure
-        from pcache.prompt.json_positions import JsonPositions
-
-        try:
-            line, column = JsonPositions(self.raw.decode("utf-8")).locate(failure.json_path)
-        except (UnicodeDecodeError, ValueError, IndexError):
-            return failure
-        if self.line is None:
-            failure.line = line
-        elif line != 1:  # a line of a JSONL file holds one JSON line
-            return failure
-        failure.column = column
-        return failure
 
 
 def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
@@ -85,21 +56,6 @@ def parse_json(data: bytes, source: str, line: int | None = None) -> Any:
         return orjson.loads(data[3:] if data.startswith(BOM) else data)
     except orjson.JSONDecodeError as error:
         raise json_error(data, error, source, line) from None
-
-
-def json_error(
-    data: bytes, error: orjson.JSONDecodeError, source: str, line: int | None = None
-) -> InputError:
-    """The InputError of a failed parse, at the right place: orjson reports invalid UTF-8 at
-    1:1, so that place is found in the bytes; a JSONL line gives the file's line number."""
-    message, found_line, column = f"invalid JSON: {error.msg}", error.lineno, error.colno
-    if "UTF-8" in error.msg and "BOM" not in error.msg:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as failure:
-            found_line, column = line_and_column(data, failure.start)
-            message = "invalid UTF-8 (expected UTF-8 text)"
-    return InputError(source, message, found_line if line is None else line, column)
 
 
 def is_jsonl_name(path: str | os.PathLike[str]) -> bool:

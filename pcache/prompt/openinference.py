@@ -15,7 +15,7 @@ from typing import Any
 
 from pcache.prompt.fields import Where
 from pcache.prompt.otel_spans import add_tool, indexed, read_span_context
-from pcache.prompt.request import KIND_SPAN, Request, parse_arguments
+from pcache.prompt.request_record import KIND_SPAN, Request, parse_arguments
 from pcache.prompt.span_attributes import attributes_of, count, keys_of
 
 SHAPE = "openinference"

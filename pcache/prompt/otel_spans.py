@@ -20,7 +20,7 @@ from typing import Any
 
 from pcache.prompt.fields import Where
 from pcache.prompt.harmony_json import compact_json
-from pcache.prompt.request import KIND_SPAN, Request, parse_arguments
+from pcache.prompt.request_record import KIND_SPAN, Request, parse_arguments
 from pcache.prompt.span_attributes import (
     Attributes,
     attributes_of,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from pcache.prompt.fields import Where
-from pcache.prompt.request import (
+from pcache.prompt.request_record import (
     KIND_OPENAI,
     Request,
     parse_arguments,

@@ -18,7 +18,7 @@ import orjson
 
 from pcache.errors import InputError
 from pcache.files import display_name
-from pcache.prompt.loading import Document, json_error
+from pcache.prompt.document import Document, json_error
 
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv")
 BATCH_ROWS = 4096
