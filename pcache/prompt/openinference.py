@@ -80,6 +80,16 @@ def read(request: Request, outer: dict[str, Any], span: dict[str, Any], where: W
                 for _, call in sorted(calls.items())
             ]
         request.messages.append(message)
+        for index, number in enumerate(sorted(calls)):
+            at = f"messages[{position}].tool_calls[{index}]"
+            for name, rest in (
+                ("id", ".id"),
+                ("function.name", ".function.name"),
+                ("function.arguments", ".function.arguments"),
+            ):
+                key = f"message.tool_calls.{number}.tool_call.{name}"
+                if key in paths:
+                    request.origins[at + rest] = paths[key]
     for values, paths in indexed(attributes, TOOLS):
         schema = values.get("tool.json_schema")
         tool = parse_arguments(schema) if isinstance(schema, str) else schema

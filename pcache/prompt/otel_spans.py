@@ -76,6 +76,23 @@ def read(request: Request, outer: dict[str, Any], span: dict[str, Any], where: W
         _older(request, attributes, where)
 
 
+def pin(request: Request, key: str, path: str) -> None:
+    """Map a normalized message or tool, and the fields templates read in it, to `path`: the
+    attribute whose JSON text holds it (a path cannot reach into that text)."""
+    message = request.messages[int(key[9:-1])] if key.startswith("messages[") else None
+    fields = ["", ".content", ".reasoning_content"] if message is not None else [""]
+    if message is not None:
+        for number, _ in enumerate(message.get("tool_calls") or []):
+            at = f".tool_calls[{number}]"
+            fields += [at, f"{at}.id", f"{at}.function", f"{at}.function.name"]
+            fields.append(f"{at}.function.arguments")
+    else:
+        fields += [".function", ".function.name", ".function.description"]
+        fields.append(".function.parameters")
+    for field in fields:
+        request.origins.setdefault(key + field, path)
+
+
 def read_span_context(
     request: Request, span: dict[str, Any], attributes: Attributes, session_keys: tuple[str, ...]
 ) -> None:
@@ -148,6 +165,7 @@ def _message(request: Request, message: dict[str, Any], path: str, index: int, w
         request.messages.append(
             {"role": "tool", "content": content, "tool_call_id": result.get("id")}
         )
+        pin(request, f"messages[{position}]", path)
     if results and not text and not calls:
         return
     normalized: dict[str, Any] = {"role": role}
@@ -168,13 +186,13 @@ def _message(request: Request, message: dict[str, Any], path: str, index: int, w
             for call in calls
         ]
     position = len(request.messages)
-    request.origins[f"messages[{position}]"] = path
     request.messages.append(normalized)
+    pin(request, f"messages[{position}]", path)
 
 
 def add_tool(request: Request, tool: dict[str, Any], path: str) -> None:
     position = len(request.tools)
-    request.origins[f"tools[{position}]"] = path
+    pin(request, f"tools[{position}]", path)
     if "function" in tool or tool.get("type", "function") != "function":
         request.tools.append(dict(tool))
         return
@@ -229,11 +247,24 @@ def _older(request: Request, attributes: Attributes, where: Where) -> None:
                 for _, call in sorted(calls.items())
             ]
         request.messages.append(message)
+        for index, number in enumerate(sorted(calls)):
+            at = f"messages[{position}].tool_calls[{index}]"
+            request.origins[at] = paths["role"]
+            for name, rest in (("id", ".id"), ("name", ".function.name")):
+                if f"tool_calls.{number}.{name}" in paths:
+                    request.origins[at + rest] = paths[f"tool_calls.{number}.{name}"]
+            arguments = paths.get(f"tool_calls.{number}.arguments")
+            if arguments is not None:
+                request.origins[f"{at}.function.arguments"] = arguments
     for values, paths in indexed(attributes, OLD_TOOLS):
         function = {key: values[key] for key in ("name", "description") if key in values}
         if "parameters" in values:
             function["parameters"] = parse_arguments(values["parameters"])
-        request.origins[f"tools[{len(request.tools)}]"] = paths.get("name", "attributes")
+        at = f"tools[{len(request.tools)}]"
+        request.origins[at] = request.origins[f"{at}.function"] = paths.get("name", "attributes")
+        for key in ("name", "description", "parameters"):
+            if key in paths:
+                request.origins[f"{at}.function.{key}"] = paths[key]
         request.tools.append({"type": "function", "function": function})
 
 
