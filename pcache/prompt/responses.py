@@ -203,6 +203,9 @@ def _part_text(part: dict[str, Any]) -> Any:
 
 
 def read(request: Request, outer: dict[str, Any], body: dict[str, Any], where: Where) -> None:
+    url = outer.get("url")
+    if isinstance(url, str) and url.rstrip("/").endswith("/embeddings"):
+        raise where.error("", f"is an embeddings request ({url}), which no prompt cache serves")
     request.kind, request.shape = KIND_OPENAI, SHAPE
     if CHAIN_KEY in body:
         request.raw = body = {key: value for key, value in body.items() if key != CHAIN_KEY}
