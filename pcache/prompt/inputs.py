@@ -3,7 +3,8 @@
 SDK objects (pydantic models, anywhere in a body: an SDK message appended to `messages`) become
 the JSON they serialize to (`model_dump(mode="json", by_alias=True, exclude_none=True)`). A
 path is read as the command line reads it. In-memory values are labelled `<source>:<n>`, n
-counted from 1 in the order given.
+counted from 1 in the order given; they are seen in the context of the values before them, as
+the lines of a log are (`pcache.prompt.expand`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,11 @@ def iter_inputs(
 
     One in-memory value has no line; values of a sequence are numbered from 1.
     """
+    from pcache.prompt.chains import ResponseChains
+    from pcache.prompt.expand import OTLP_KEY, model_spans
+
     single = _is_single(items)
+    chains = ResponseChains()
     for count, item in enumerate([items] if single else items, 1):
         if isinstance(item, Request):
             yield item
@@ -55,7 +60,12 @@ def iter_inputs(
                 assert isinstance(document, Document)
                 yield document
         else:
-            yield source, None if single else count, plain(item)
+            value = plain(item)
+            if isinstance(value, dict) and OTLP_KEY in value:
+                for _, span in model_spans(value):
+                    yield source, None if single else count, span
+            else:
+                yield source, None if single else count, chains.prepare(value)
 
 
 def iter_requests(items: Any, source: str = MEMORY) -> Iterator[Request]:

@@ -43,7 +43,7 @@ def response_of(payload: Any) -> dict[str, Any] | None:
 
 
 def output_length(usage: dict[str, Any] | None) -> int | None:
-    """Generated tokens: `completion_tokens` (OpenAI), `output_tokens` (Anthropic, Responses)
+    """Generated tokens: `completion_tokens` (OpenAI), `output_tokens` (Anthropic, Responses),
     `candidatesTokenCount` (Gemini) or `outputTokens` (Bedrock)."""
     if not usage:
         return None
