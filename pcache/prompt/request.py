@@ -60,6 +60,14 @@ def request_of(document: Document) -> Request:
         raise document.locate(failure) from None
 
 
+_BODY_KEYS = ("messages", "input", "contents", "prompt", "token_ids", "attributes")
+
+
+def _is_wrapper(value: dict[str, Any]) -> bool:
+    """A log line holding its request under `body` beside sidecar keys, with no URL."""
+    return isinstance(value["body"], dict) and not any(key in value for key in _BODY_KEYS)
+
+
 def request_from_document(
     value: Any, source: str, line: int | None = None, at: str = ""
 ) -> Request:
@@ -73,7 +81,7 @@ def request_from_document(
     if not isinstance(value, dict):
         raise where.expect(value, "", "a JSON object (a request)")
     body, prefix = value, at
-    if "body" in value and ("custom_id" in value or "url" in value):
+    if "body" in value and ("custom_id" in value or "url" in value or _is_wrapper(value)):
         body, prefix = where.object(value, "body", "body") or {}, where.path("body")
     elif isinstance(value.get("request"), dict) and "messages" not in value:
         body, prefix = value["request"], where.path("request")
