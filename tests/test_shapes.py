@@ -12,11 +12,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from pcache.prompt.harmony_json import compact_json
 from pcache.prompt.inputs import requests_from
 from pcache.prompt.render import render, resolve_renderer
 from tests.bad_input.checks import assert_one_line_error
-from tests.fixtures import shapes_corpus
+from tests.fixtures import hf_model_dir, shapes_corpus
 
 SHAPES = Path(__file__).resolve().parent / "data" / "shapes"
 OTHER_SHAPES = {
@@ -235,3 +238,78 @@ def test_responses_reasoning_items_belong_to_the_next_assistant_turn():
     assert request.messages[1] == {"role": "assistant", "content": "4", "reasoning_content": "Add."}
     text = render(request, resolve_renderer()).text
     assert "Reasoning: high" in text
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=24)
+
+
+@st.composite
+def _conversations(draw) -> list[tuple[str, object]]:
+    steps: list[tuple[str, object]] = []
+    for turn in range(draw(st.integers(1, 3))):
+        steps.append(("user", draw(_TEXT)))
+        for call in range(draw(st.integers(0, 2))):
+            name, prefix = draw(st.sampled_from([("get_weather", "w"), ("book_hotel", "h")]))
+            call_id = f"call_{prefix}{turn}{call}"
+            arguments = compact_json({"city": draw(_TEXT)})
+            steps += [("call", (call_id, name, arguments)), ("result", (call_id, draw(_TEXT)))]
+        steps.append(("answer", draw(_TEXT)))
+    return steps
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_conversations())
+def test_every_shape_renders_the_tokens_chat_completions_renders(steps):
+    tools = [shapes_corpus.WEATHER, shapes_corpus.HOTEL]
+    bodies = {
+        "chat": {
+            "messages": shapes_corpus.chat_messages(steps),
+            "tools": [{"type": "function", "function": tool} for tool in tools],
+        },
+        "responses": {
+            "instructions": shapes_corpus.SYSTEM,
+            "input": shapes_corpus._response_items(steps),
+            "tools": [{"type": "function", **tool} for tool in tools],
+        },
+        "gemini": {
+            "systemInstruction": {"parts": [{"text": shapes_corpus.SYSTEM}]},
+            "contents": shapes_corpus._gemini_contents(steps),
+            "tools": [{"functionDeclarations": tools}],
+        },
+        "bedrock": {
+            "system": [{"text": shapes_corpus.SYSTEM}],
+            "messages": shapes_corpus._bedrock_messages(steps),
+            "toolConfig": {
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": tool["name"],
+                            "description": tool["description"],
+                            "inputSchema": {"json": tool["parameters"]},
+                        }
+                    }
+                    for tool in tools
+                ]
+            },
+        },
+    }
+    renderer = resolve_renderer()
+    tokens = {
+        name: render(requests_from([body])[0], renderer).token_ids for name, body in bodies.items()
+    }
+    assert tokens["responses"] == tokens["chat"]
+    assert tokens["gemini"] == tokens["chat"]
+    assert tokens["bedrock"] == tokens["chat"]
+
+
+@pytest.mark.parametrize("name", ["responses.jsonl", "gemini.jsonl", "bedrock.jsonl", "otel.jsonl"])
+def test_an_open_weight_template_renders_every_shape_as_chat(cli, name):
+    model = str(hf_model_dir("qwen3"))
+    chat = _lint(cli, SHAPES / "chat.jsonl", "-t", model)
+    other = _lint(cli, SHAPES / name, "-t", model)
+    codes = [(f["code"], f["tokens_reprefilled"]) for f in chat["findings"] if f["code"] == "PC301"]
+    assert codes and codes == [
+        (f["code"], f["tokens_reprefilled"]) for f in other["findings"] if f["code"] == "PC301"
+    ]
+    for key in ("prompt_tokens", "reusable_tokens"):
+        assert other["summary"][key] == chat["summary"][key], key
