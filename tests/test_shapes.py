@@ -313,3 +313,46 @@ def test_an_open_weight_template_renders_every_shape_as_chat(cli, name):
     ]
     for key in ("prompt_tokens", "reusable_tokens"):
         assert other["summary"][key] == chat["summary"][key], key
+
+
+def test_gemini_snake_case_and_a_vertex_url():
+    line = {
+        "url": "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1"
+        "/publishers/google/models/gemini-2.5-pro:streamGenerateContent",
+        "body": {
+            "system_instruction": {"parts": [{"text": "Be brief."}]},
+            "contents": [
+                {"role": "user", "parts": [{"text": "Hi"}, {"inline_data": {"data": "AA=="}}]},
+                {"role": "model", "parts": [{"text": "plan", "thought": True}, {"text": "Hello"}]},
+                {"role": "user", "parts": [{"text": "Bye"}]},
+            ],
+            "tools": [{"function_declarations": [{"name": "f", "parameters": {"type": "object"}}]}],
+        },
+    }
+    (request,) = requests_from([line])
+    assert request.model == "gemini-2.5-pro"
+    assert request.messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello", "reasoning_content": "plan"},
+        {"role": "user", "content": "Bye"},
+    ]
+    assert request.tools[0]["function"]["name"] == "f"
+    assert request.source_path("messages[2].content") == "body.contents[1].parts[1].text"
+
+
+def test_openinference_content_parts_and_a_plain_attribute_object():
+    span = {
+        "name": "llm",
+        "attributes": {
+            "llm.model_name": "qwen3",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.contents.0.message_content.type": "text",
+            "llm.input_messages.0.message.contents.0.message_content.text": "Hi there",
+            "llm.input_messages.0.message.contents.1.message_content.type": "image",
+            "llm.token_count.prompt_details.cache_read": 12,
+        },
+    }
+    (request,) = requests_from([span])
+    assert request.messages == [{"role": "user", "content": "Hi there"}]
+    assert (request.model, request.cached_tokens, request.shape) == ("qwen3", 12, "openinference")
