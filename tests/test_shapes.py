@@ -356,3 +356,37 @@ def test_openinference_content_parts_and_a_plain_attribute_object():
     (request,) = requests_from([span])
     assert request.messages == [{"role": "user", "content": "Hi there"}]
     assert (request.model, request.cached_tokens, request.shape) == ("qwen3", 12, "openinference")
+
+
+def test_responses_custom_tools_files_and_parts():
+    body = {
+        "model": "gpt-5",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "Patch it."},
+                    {"type": "input_file", "file_id": "file-1"},
+                    {"type": "input_image", "image_url": "https://example.test/a.png"},
+                ],
+            },
+            {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** x"},
+            {
+                "type": "custom_tool_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_text", "text": "done"}],
+            },
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
+        ],
+        "tools": [{"type": "custom", "name": "apply_patch", "description": "Apply a patch."}],
+        "tool_choice": "auto",
+        "prompt_cache_retention": "24h",
+    }
+    (request,) = requests_from([body])
+    assert request.messages[0] == {"role": "user", "content": "Patch it."}
+    call = request.messages[1]["tool_calls"][0]
+    assert call["function"] == {"name": "apply_patch", "arguments": "*** x"}
+    assert request.messages[2] == {"role": "tool", "content": "done", "tool_call_id": "c1"}
+    assert request.messages[3] == {"role": "assistant", "content": "No."}
+    assert request.tools == [body["tools"][0]] and request.raw["prompt_cache_retention"] == "24h"
+    assert request.source_path("messages[1].tool_calls[0].function.arguments") == "input[1].input"
