@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pcache.errors import InputError
 from pcache.prompt.harmony_json import compact_json
 from pcache.prompt.inputs import requests_from
 from pcache.prompt.render import render, resolve_renderer
@@ -390,3 +391,35 @@ def test_responses_custom_tools_files_and_parts():
     assert request.messages[3] == {"role": "assistant", "content": "No."}
     assert request.tools == [body["tools"][0]] and request.raw["prompt_cache_retention"] == "24h"
     assert request.source_path("messages[1].tool_calls[0].function.arguments") == "input[1].input"
+
+
+_JUNK = st.sampled_from([None, 1, -1, 2.5, "x", "", [], {}, [1], {"a": 1}, True, [{"type": 3}]])
+_LINES = [json.loads(line) for name in sorted(SHAPES.glob("*.jsonl")) for line in name.open()]
+
+
+def _places(value, path=()):
+    yield path
+    if isinstance(value, dict | list):
+        children = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, child in children:
+            yield from _places(child, (*path, key))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_LINES), st.lists(st.tuples(st.integers(0, 10**6), _JUNK), max_size=3))
+def test_a_damaged_line_of_any_shape_is_an_input_error_or_a_request(line, damage):
+    """Whatever a value is replaced with, reading and rendering never crash."""
+    value = json.loads(json.dumps(line))
+    for where, junk in damage:
+        places = [place for place in _places(value) if place]
+        *parents, last = places[where % len(places)]
+        holder = value
+        for key in parents:
+            holder = holder[key]
+        holder[last] = json.loads(json.dumps(junk))  # a fresh value: no cycles
+    renderer = resolve_renderer()
+    try:
+        for request in requests_from([value]):
+            render(request, renderer)
+    except InputError:
+        pass

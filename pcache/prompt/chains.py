@@ -36,6 +36,7 @@ class ResponseChains:
         response = value.get("response")
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             output = response.get("output")
-            after = [item for item in output if isinstance(item, dict)] if output else []
-            self.items_of[response["id"]] = before + input_items(body) + after
+            if isinstance(output, list):  # else the response is not usable: not registered
+                after = [item for item in output if isinstance(item, dict)]
+                self.items_of[response["id"]] = before + input_items(body) + after
         return value
