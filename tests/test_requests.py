@@ -151,8 +151,8 @@ def test_jsonl_content_in_a_json_file(tmp_path):
 
 
 def test_unknown_shape_error_lists_keys():
-    with pytest.raises(InputError, match="found keys: input, instructions"):
-        request_from_document({"input": "x", "instructions": "y"}, "r.json")
+    with pytest.raises(InputError, match="found keys: query, top_k"):
+        request_from_document({"query": "x", "top_k": 3}, "r.json")
 
 
 def test_plain_renderer_provenance_covers_every_content_char():

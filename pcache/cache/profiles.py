@@ -61,6 +61,29 @@ def load_profile(name: str) -> Profile:
     )
 
 
+def model_value(name: str, key: str, model: str | None) -> Any:
+    """A per-model value of profile `name` (`models.<key>`, longest model-name prefix that
+    `model` starts with, after any `provider/` or region prefix), or None."""
+    table = profile_data()["profiles"].get(name, {}).get("models", {}).get(key)
+    if not model or not isinstance(table, dict):
+        return None
+    tail = model.rsplit("/", 1)[-1].lower()
+    for candidate in (tail, tail.split(".", 1)[-1] if tail.count(".") > 1 else tail):
+        found = [prefix for prefix in table if candidate.startswith(prefix)]
+        if found:
+            return table[max(found, key=len)]["value"]
+    return None
+
+
+def profile_for_model(name: str, model: str | None) -> Profile:
+    """Profile `name` with the minimum prefix of `model` where the data file lists one."""
+    from dataclasses import replace
+
+    profile = load_profile(name)
+    minimum = model_value(name, "min_tokens", model)
+    return profile if minimum is None else replace(profile, min_tokens=minimum)
+
+
 def reusable_tokens(
     profile: Profile,
     common_prefix: int,

@@ -45,7 +45,7 @@ def replay_command(
         typer.Option(
             "--policy",
             help="vllm (block pool), radix (SGLang), or a provider: openai, anthropic, gemini,"
-            " deepseek.",
+            " bedrock, deepseek.",
         ),
     ] = "vllm",
     cache_blocks: Annotated[

@@ -57,15 +57,18 @@ def function_tools(request: Request) -> list[tuple[dict[str, Any], str]]:
 
 def system_pieces(request: Request, options: RenderOptions, has_tools: bool) -> list[Piece]:
     effort, effort_path = "medium", None
-    if "reasoning_effort" in request.raw and request.raw["reasoning_effort"] is not None:
-        value = request.raw["reasoning_effort"]
+    value, at = request.raw.get("reasoning_effort"), "reasoning_effort"
+    reasoning = request.raw.get("reasoning")
+    if value is None and isinstance(reasoning, dict):  # the Responses API's spelling
+        value, at = reasoning.get("effort"), "reasoning.effort"
+    if value is not None:
         if value not in REASONING_EFFORTS:
             raise InputError(
                 request.source,
-                f"reasoning_effort {value!r} is not supported by gpt-oss (low, medium, high)",
+                f"{at} {value!r} is not supported by gpt-oss (low, medium, high)",
                 request.line,
             )
-        effort, effort_path = value, "reasoning_effort"
+        effort, effort_path = value, at
     pieces: list[Piece] = [
         ("<|start|>", None),
         ("system", None),
@@ -237,12 +240,13 @@ def arguments_text(request: Request, index: int, call_index: int, arguments: Any
 
 
 def _raw_arguments(request: Request, index: int, call_index: int) -> str | None:
-    origin = request.origins.get(f"messages[{index}]", f"messages[{index}]")
-    if not origin.startswith("messages[") or not origin.endswith("]"):
-        return None
-    try:
-        raw_message = request.raw["messages"][int(origin[len("messages[") : -1])]
-        value = raw_message["tool_calls"][call_index]["function"]["arguments"]
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
+    from pcache.jsonpath import get_path
+
+    path = f"messages[{index}].tool_calls[{call_index}].function.arguments"
+    origin = request.source_path(path)
+    if request.path_prefix:
+        if not origin.startswith(request.path_prefix + "."):
+            return None
+        origin = origin[len(request.path_prefix) + 1 :]
+    value = get_path(request.raw, origin)
     return value if isinstance(value, str) else None

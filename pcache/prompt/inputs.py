@@ -3,7 +3,8 @@
 SDK objects (pydantic models, anywhere in a body: an SDK message appended to `messages`) become
 the JSON they serialize to (`model_dump(mode="json", by_alias=True, exclude_none=True)`). A
 path is read as the command line reads it. In-memory values are labelled `<source>:<n>`, n
-counted from 1 in the order given.
+counted from 1 in the order given; they are seen in the context of the values before them, as
+the lines of a log are (`pcache.prompt.expand`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ def iter_inputs(
 
     One in-memory value has no line; values of a sequence are numbered from 1.
     """
+    from pcache.prompt.chains import ResponseChains
+    from pcache.prompt.expand import OTLP_KEY, model_spans
+
     single = _is_single(items)
+    chains = ResponseChains()
     for count, item in enumerate([items] if single else items, 1):
         if isinstance(item, Request):
             yield item
@@ -53,7 +58,12 @@ def iter_inputs(
                 yield document
         else:
             line = None if single else count
-            yield source, line, plain(item, source, line)
+            value = plain(item, source, line)
+            if isinstance(value, dict) and OTLP_KEY in value:
+                for _, span in model_spans(value):
+                    yield source, line, span
+            else:
+                yield source, line, chains.prepare(value)
 
 
 def iter_requests(items: Any, source: str = MEMORY) -> Iterator[Request]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from pcache.errors import InputError, NestingError
-from pcache.files import MAX_INPUT_BYTES, display_name, line_and_column, open_input, read_input
-from pcache.prompt.fields import MAX_NESTING
+from pcache.errors import InputError
+from pcache.files import MAX_INPUT_BYTES, display_name, open_input, read_input
+from pcache.prompt.document import Document as Document
+from pcache.prompt.document import json_error as json_error
 
 MAX_DOCUMENT_BYTES = MAX_INPUT_BYTES
 SNIFF_BYTES = 8192
@@ -22,34 +22,6 @@ _WIDE_BOMS = (
     (b"\xff\xfe", "UTF-16"),
     (b"\xfe\xff", "UTF-16"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Document:
-    """One parsed JSON value and where it came from (line is 1-based for JSONL lines, else None)."""
-
-    source: str
-    line: int | None
-    value: Any
-    raw: bytes | None = None
-    """The JSON text of this document (of its line in a JSONL file), to locate errors in."""
-
-    def locate(self, failure: InputError) -> InputError:
-        """Give an error about a value of this document (its `json_path`) a line and column."""
-        if self.raw is None or failure.json_path is None or failure.column is not None:
-            return failure
-        from pcache.prompt.json_positions import JsonPositions
-
-        try:
-            line, column = JsonPositions(self.raw.decode("utf-8")).locate(failure.json_path)
-        except (UnicodeDecodeError, ValueError, IndexError):
-            return failure
-        if self.line is None:
-            failure.line = line
-        elif line != 1:  # a line of a JSONL file holds one JSON line
-            return failure
-        failure.column = column
-        return failure
 
 
 def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
@@ -86,24 +58,6 @@ def parse_json(data: bytes, source: str, line: int | None = None) -> Any:
         raise json_error(data, error, source, line) from None
 
 
-def json_error(
-    data: bytes, error: orjson.JSONDecodeError, source: str, line: int | None = None
-) -> InputError:
-    """The InputError of a failed parse, at the right place: orjson reports invalid UTF-8 at
-    1:1, so that place is found in the bytes; a JSONL line gives the file's line number."""
-    message, found_line, column = f"invalid JSON: {error.msg}", error.lineno, error.colno
-    if "depth limit" in error.msg:  # orjson's own limit (1024 levels), past pcache's
-        line = found_line if line is None else line
-        return NestingError(source, f"nests more than {MAX_NESTING} levels", line, column)
-    if "UTF-8" in error.msg and "BOM" not in error.msg:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as failure:
-            found_line, column = line_and_column(data, failure.start)
-            message = "invalid UTF-8 (expected UTF-8 text)"
-    return InputError(source, message, found_line if line is None else line, column)
-
-
 def is_jsonl_name(path: str | os.PathLike[str]) -> bool:
     return str(path).endswith((".jsonl", ".ndjson", ".jsonl.txt"))
 
@@ -114,8 +68,24 @@ def iter_documents(
     """Stream documents; with skip_errors, a bad JSONL line yields its InputError (not raised).
 
     A `.json` file holds one document, unless it does not parse as one and every non-blank line
-    parses on its own (a JSONL log saved as .json).
+    parses on its own (a JSONL log saved as .json). A Parquet or CSV table (`table.parquet`,
+    `table.csv#column`) yields the JSON of its request column row by row. Each document is
+    seen in the context of its log (`pcache.prompt.expand`: spans of OTLP exports, Responses
+    chains).
     """
+    from pcache.prompt.expand import expand_documents
+
+    return expand_documents(_iter_documents(path, skip_errors))
+
+
+def _iter_documents(
+    path: str | os.PathLike[str], skip_errors: bool
+) -> Iterator[Document | InputError]:
+    from pcache.prompt import tables
+
+    if tables.is_table(path):
+        yield from tables.iter_table_documents(path, skip_errors=skip_errors)
+        return
     source = display_name(path)
     if str(path) != "-" and is_jsonl_name(path):
         yield from _iter_jsonl_file(path, source, skip_errors)
@@ -214,9 +184,12 @@ def _parse_lines(
 def iter_values(
     path: str | os.PathLike[str], *, skip_errors: bool = False
 ) -> Iterator[tuple[int | None, Any] | InputError]:
-    """`iter_documents` as (line, value) pairs; `iter_json_lines` itself for .jsonl files."""
+    """`iter_documents` as (line, value) pairs; `iter_json_lines` (seen in the context of
+    the log) for .jsonl files."""
     if str(path) != "-" and is_jsonl_name(path):
-        return iter_json_lines(path, skip_errors=skip_errors)
+        from pcache.prompt.expand import expand_values
+
+        return expand_values(iter_json_lines(path, skip_errors=skip_errors))
     return (
         item if isinstance(item, InputError) else (item.line, item.value)
         for item in iter_documents(path, skip_errors=skip_errors)

@@ -2,70 +2,32 @@
 
 Accepted shapes (auto-detected): OpenAI Chat Completions bodies, OpenAI Batch API lines
 (`custom_id`, `method`, `url`, `body`), Anthropic Messages bodies, `{"prompt": "..."}` and
-`{"token_ids": [...]}`. Messages are normalized to the OpenAI shape that chat templates expect;
-`origins` maps each normalized path back to the path in the user's JSON.
+`{"token_ids": [...]}`, and the shapes `pcache.prompt.shapes` reads (OpenAI Responses, Gemini
+generateContent, Bedrock Converse, OpenTelemetry GenAI and OpenInference spans). Messages are
+normalized to the OpenAI shape that chat templates expect; `origins` maps each normalized path
+back to the path in the user's JSON.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from pcache.errors import InputError
 from pcache.prompt.fields import Where, json_kind
 from pcache.prompt.loading import Document
+from pcache.prompt.request_record import KIND_ANTHROPIC as KIND_ANTHROPIC
+from pcache.prompt.request_record import KIND_BEDROCK as KIND_BEDROCK
+from pcache.prompt.request_record import KIND_GEMINI as KIND_GEMINI
+from pcache.prompt.request_record import KIND_OPENAI as KIND_OPENAI
+from pcache.prompt.request_record import KIND_PROMPT as KIND_PROMPT
+from pcache.prompt.request_record import KIND_SPAN as KIND_SPAN
+from pcache.prompt.request_record import KIND_TOKEN_IDS as KIND_TOKEN_IDS
+from pcache.prompt.request_record import SIDECAR_KEYS as SIDECAR_KEYS
+from pcache.prompt.request_record import Request as Request
+from pcache.prompt.request_record import cached_tokens_of, parse_arguments, read_sidecar
+from pcache.prompt.request_record import parse_timestamp as parse_timestamp
 
-KIND_OPENAI = "openai"
-KIND_ANTHROPIC = "anthropic"
-KIND_PROMPT = "prompt"
-KIND_TOKEN_IDS = "token_ids"
-
-SIDECAR_KEYS = ("timestamp", "session_id", "output_length", "usage")
 _ANTHROPIC_BLOCK_TYPES = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
-
-
-@dataclass(slots=True)
-class Request:
-    """One request, normalized. `raw` is the body exactly as parsed (key order kept)."""
-
-    source: str
-    line: int | None
-    kind: str
-    raw: dict[str, Any]
-    path_prefix: str = ""
-    model: str | None = None
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    prompt: str | None = None
-    token_ids: list[int] | None = None
-    cache_salt: str | None = None
-    session_id: str | None = None
-    timestamp: float | None = None
-    output_length: int | None = None
-    usage: dict[str, Any] | None = None
-    breakpoints: list[str] = field(default_factory=list)
-    origins: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return self.source if self.line is None else f"{self.source}:{self.line}"
-
-    def source_path(self, normalized: str) -> str:
-        """Map a normalized path (e.g. `messages[2].content`) to the path in the user's JSON."""
-        best = normalized if normalized in self.origins else ""
-        if not best:  # the longest key that is `normalized` cut before a "." or a "["
-            for cut in range(len(normalized) - 1, 0, -1):
-                if normalized[cut] in ".[" and normalized[:cut] in self.origins:
-                    best = normalized[:cut]
-                    break
-        mapped = self.origins[best] + normalized[len(best) :] if best else normalized
-        if self.path_prefix:
-            return f"{self.path_prefix}.{mapped}" if mapped else self.path_prefix
-        return mapped
 
 
 def tool_name(tool: Any) -> str:
@@ -93,25 +55,46 @@ _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 def request_of(document: Document) -> Request:
     """`request_from_document` of a loaded document; errors point at line:column."""
     try:
-        return request_from_document(document.value, document.source, document.line)
+        return request_from_document(document.value, document.source, document.line, document.path)
     except InputError as failure:
         raise document.locate(failure) from None
 
 
-def request_from_document(value: Any, source: str, line: int | None = None) -> Request:
-    """Detect the shape of a parsed JSON value, check every field pcache reads, normalize it."""
-    where = Where(source, line)
+_BODY_KEYS = ("messages", "input", "contents", "prompt", "token_ids", "attributes")
+
+
+def _is_wrapper(value: dict[str, Any]) -> bool:
+    """A log line holding its request under `body` beside sidecar keys, with no URL."""
+    return isinstance(value["body"], dict) and not any(key in value for key in _BODY_KEYS)
+
+
+def request_from_document(
+    value: Any, source: str, line: int | None = None, at: str = ""
+) -> Request:
+    """Detect the shape of a parsed JSON value, check every field pcache reads, normalize it.
+
+    `at`: the JSON path of `value` inside its line (a span inside an OTLP export), for errors.
+    """
+    from pcache.prompt import shapes
+
+    where = Where(source, line, at)
     if not isinstance(value, dict):
         raise where.expect(value, "", "a JSON object (a request)")
-    body, prefix = value, ""
-    if "body" in value and ("custom_id" in value or "url" in value):
-        body, prefix = where.object(value, "body", "body") or {}, "body"
+    body, prefix = value, at
+    if "body" in value and ("custom_id" in value or "url" in value or _is_wrapper(value)):
+        body, prefix = where.object(value, "body", "body") or {}, where.path("body")
     elif isinstance(value.get("request"), dict) and "messages" not in value:
-        body, prefix = value["request"], "request"
+        body, prefix = value["request"], where.path("request")
     where.check_nesting(value)
     where = Where(source, line, prefix)
     request = Request(source=source, line=line, kind="", raw=body, path_prefix=prefix)
-    _read_sidecar(request, value, body, where)
+    reader = shapes.reader_for(body)
+    if reader is not None:
+        reader(request, value, body, where)
+        request.cached_tokens = request.cached_tokens or cached_tokens_of(request.usage)
+        return request
+    read_sidecar(request, value, body, where)
+    request.shape = "chat"
     if "token_ids" in body:
         request.kind = KIND_TOKEN_IDS
         request.token_ids = where.token_ids(body["token_ids"], "token_ids")
@@ -132,65 +115,14 @@ def request_from_document(value: Any, source: str, line: int | None = None) -> R
         keys = ", ".join(list(body)[:6]) or "none"
         raise where.error(
             "",
-            "unknown request shape (expected `messages`, `prompt` or `token_ids`;"
-            f" found keys: {keys})",
+            "unknown request shape (expected `messages`, `input`, `contents`, `prompt`,"
+            f" `token_ids` or a model-call span; found keys: {keys})",
         )
     request.model = where.string(body, "model", "model")
     salt = where.string(body, "cache_salt", "cache_salt")
     request.cache_salt = salt or None
+    request.cached_tokens = cached_tokens_of(request.usage)
     return request
-
-
-def _read_sidecar(
-    request: Request, outer: dict[str, Any], body: dict[str, Any], where: Where
-) -> None:
-    for holder in (body, outer):
-        at = Where(where.source, where.line, where.prefix if holder is body else "")
-        for key in SIDECAR_KEYS:
-            if key in holder and getattr(request, key) is None:
-                value = holder[key]
-                if key == "timestamp" and value is not None:
-                    request.timestamp = parse_timestamp(value)
-                    if request.timestamp is None:
-                        raise at.expect(
-                            value, key, "milliseconds (a number) or an ISO 8601 date and time"
-                        )
-                elif key == "session_id":
-                    request.session_id = at.identifier(holder, key, key)
-                elif key == "output_length":
-                    request.output_length = at.count(holder, key, key)
-                elif key == "usage":
-                    request.usage = at.object(holder, key, key)
-    metadata = where.object(body, "metadata", "metadata")
-    if request.session_id is None and metadata is not None:
-        for key in ("session_id", "conversation_id", "thread_id"):
-            if metadata.get(key) is not None:
-                request.session_id = where.identifier(metadata, key, f"metadata.{key}")
-                break
-
-
-_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
-
-
-def parse_timestamp(value: Any) -> float | None:
-    """Timestamps in milliseconds (finite numbers) or ISO 8601 strings, returned as ms."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        stamp = float(value) if abs(value) < 1e300 else math.inf
-        return stamp if math.isfinite(stamp) else None
-    if isinstance(value, str) and _ISO.match(value):
-        from datetime import datetime, timezone
-
-        text = value.replace("Z", "+00:00")
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            return None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        return moment.timestamp() * 1000.0
-    return None
 
 
 def _is_anthropic_block_type(kind: object) -> bool:
@@ -231,16 +163,6 @@ def _text_of_parts(parts: list[Any], path: str, where: Where) -> tuple[str, int 
     if len(texts) == 1:
         return texts[0][1], texts[0][0]
     return "\n".join(text for _, text in texts), None
-
-
-def parse_arguments(arguments: Any) -> Any:
-    """Tool-call arguments given as a JSON string are parsed, as serving engines do."""
-    if isinstance(arguments, str):
-        try:
-            return orjson.loads(arguments)
-        except orjson.JSONDecodeError:
-            return arguments
-    return arguments
 
 
 def _role(message: dict[str, Any], path: str, where: Where, roles: tuple[str, ...]) -> str:

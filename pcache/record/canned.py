@@ -3,7 +3,8 @@
 `CannedResponses` is a handler for `httpx.MockTransport` (or `httpx2.MockTransport`): each
 request takes the next response, given as a JSON value, raw bytes (sent as an SSE stream when
 they start with `event:` or `data:`), a ready response, or a function of the request.
-`chat_completion` and `anthropic_message` build the JSON the two SDKs parse.
+`chat_completion`, `anthropic_message`, `openai_response` (Responses API) and
+`gemini_response` (generateContent) build the JSON the SDKs parse.
 """
 
 from __future__ import annotations
@@ -116,6 +117,73 @@ def anthropic_message(
         "stop_reason": "tool_use" if tool_uses else "end_turn",
         "stop_sequence": None,
         "usage": usage or {"input_tokens": 0, "output_tokens": 0},
+    }
+
+
+def openai_response(
+    text: str | None = None,
+    *,
+    function_calls: list[tuple[str, str, dict[str, Any]]] | None = None,
+    usage: dict[str, Any] | None = None,
+    response_id: str = "resp_canned",
+    model: str = "gpt-5",
+) -> dict[str, Any]:
+    """An OpenAI Responses API response: optional text, then (call_id, name, arguments) calls."""
+    output: list[dict[str, Any]] = []
+    if text is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{response_id}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+    for call_id, name, arguments in function_calls or []:
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{call_id}",
+                "call_id": call_id,
+                "name": name,
+                "arguments": orjson.dumps(arguments).decode(),
+                "status": "completed",
+            }
+        )
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage
+        or {
+            "input_tokens": 0,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 0,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 0,
+        },
+    }
+
+
+def gemini_response(
+    text: str | None = None,
+    *,
+    function_calls: list[tuple[str, dict[str, Any]]] | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A Gemini generateContent response: optional text, then (name, args) function calls."""
+    parts: list[dict[str, Any]] = [{"text": text}] if text is not None else []
+    parts += [{"functionCall": {"name": name, "args": args}} for name, args in function_calls or []]
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+        "usageMetadata": usage or {"promptTokenCount": 0, "candidatesTokenCount": 0},
     }
 
 

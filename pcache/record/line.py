@@ -1,8 +1,10 @@
 """One recorded request as a JSONL line in the Batch-style wrapper the request readers parse.
 
-`{"timestamp", "session_id", "method", "url", "status", "usage", "output_length", "body"}`:
-`body` is the request body byte for byte (re-serialized only if it spans several lines), the
-URL loses its query and credentials, and no header is ever written.
+`{"timestamp", "session_id", "method", "url", "status", "usage", "output_length", "response",
+"body"}`: `body` is the request body byte for byte (re-serialized only if it spans several
+lines), the URL loses its query and credentials, and no header is ever written. `response`
+(`{"id", "output"}`) is kept for OpenAI Responses calls only: a later request that continues
+it by `previous_response_id` is rebuilt from it (`pcache.prompt.chains`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,20 @@ SessionKey = str | Callable[[dict[str, Any]], str | None] | None
 """A fixed session id, or a function of the request body returning one (None: no id)."""
 
 READABLE_KEYS = ("messages", "prompt", "token_ids")
+"""Bodies pcache reads at any URL: Chat Completions and Anthropic (`messages`), completions
+(`prompt`), token ids."""
+READABLE_AT = (
+    ("input", ("/responses",)),
+    ("contents", (":generateContent", ":streamGenerateContent")),
+)
+"""Bodies pcache reads at the endpoints that take them: OpenAI Responses (`input`; an
+embeddings body has one too), Gemini generateContent (`contents`)."""
+
+
+def is_readable(body: dict[str, Any], url: str) -> bool:
+    if any(key in body for key in READABLE_KEYS):
+        return True
+    return any(key in body and url.endswith(ends) for key, ends in READABLE_AT)
 
 
 @dataclass(slots=True)
@@ -49,7 +65,7 @@ def begin_line(
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(parsed, dict) or not any(key in parsed for key in READABLE_KEYS):
+    if not isinstance(parsed, dict) or not is_readable(parsed, url):
         return None
     if b"\n" in body:
         body = orjson.dumps(parsed)
@@ -59,7 +75,12 @@ def begin_line(
     )
 
 
-def finish_line(pending: PendingLine, status: int | None, usage: dict[str, Any] | None) -> bytes:
+def finish_line(
+    pending: PendingLine,
+    status: int | None,
+    usage: dict[str, Any] | None,
+    response: dict[str, Any] | None = None,
+) -> bytes:
     head: dict[str, Any] = {"timestamp": pending.timestamp}
     if pending.session_id is not None:
         head["session_id"] = pending.session_id
@@ -69,4 +90,6 @@ def finish_line(pending: PendingLine, status: int | None, usage: dict[str, Any] 
         produced = output_length(usage)
         if produced is not None:
             head["output_length"] = produced
+    if response is not None:
+        head["response"] = response
     return orjson.dumps(head)[:-1] + b',"body":' + pending.body + b"}\n"

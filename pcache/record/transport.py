@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from pcache.record.line import PendingLine, SessionKey, begin_line, finish_line
-from pcache.record.usage import UsageScanner, scan_content
+from pcache.record.usage import UsageScanner, scanned
 from pcache.record.writer import LineWriter
 
 logger = logging.getLogger("pcache.record")
@@ -47,9 +47,11 @@ class _Recorder:
             logger.exception("pcache: cannot record a request")
             return None
 
-    def finish(self, pending: PendingLine, status: int | None, usage: Any) -> None:
+    def finish(
+        self, pending: PendingLine, status: int | None, usage: Any, response: Any = None
+    ) -> None:
         try:
-            self.writer.write(finish_line(pending, status, usage))
+            self.writer.write(finish_line(pending, status, usage, response))
         except Exception:
             logger.exception("pcache: cannot record a request")
 
@@ -62,7 +64,8 @@ class _Recorder:
             except http_module(response).ResponseNotRead:
                 encoding = response.headers.get("content-encoding", "")
                 return _Watch(self, pending, response.status_code, content_type, encoding)
-            self.finish(pending, response.status_code, scan_content(content, content_type))
+            scanner = scanned(content, content_type)
+            self.finish(pending, response.status_code, scanner.usage, scanner.response)
         except Exception:
             logger.exception("pcache: cannot record a request")
         return None
@@ -97,7 +100,7 @@ class _Watch:
             usage = self.scanner.finish()
         except Exception:
             usage = None
-        self.recorder.finish(self.pending, self.status, usage)
+        self.recorder.finish(self.pending, self.status, usage, self.scanner.response)
 
 
 class _WatchedStream:

@@ -1,9 +1,12 @@
 """The `usage` of a provider response, read from a JSON body or from an SSE stream as it passes.
 
-JSON bodies (OpenAI Chat Completions, Anthropic Messages) carry `usage` at the top. Streams carry
-it in events: OpenAI's last chunk (`stream_options.include_usage`), Anthropic's `message_start`
-(`message.usage`) and `message_delta` (`usage`, the output count); later values win. Only the
-current unfinished SSE line is held, never the stream; a JSON body is copied up to a limit.
+JSON bodies (OpenAI Chat Completions and Responses, Anthropic Messages) carry `usage` at the
+top, Gemini `usageMetadata`. Streams carry it in events: OpenAI's last chunk
+(`stream_options.include_usage`), the Responses API's `response.completed` (`response.usage`),
+Anthropic's `message_start` (`message.usage`) and `message_delta` (`usage`, the output count),
+Gemini's chunks (`usageMetadata`); later values win. A Responses API response also gives its
+`id` and `output` items (`UsageScanner.response`). Only the current unfinished SSE line is
+held, never the stream; a JSON body is copied up to a limit.
 """
 
 from __future__ import annotations
@@ -23,14 +26,28 @@ def usage_of(payload: Any) -> dict[str, Any] | None:
     for holder in (payload, payload.get("message"), payload.get("response")):
         if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
             return holder["usage"]
+    if isinstance(payload.get("usageMetadata"), dict):
+        return payload["usageMetadata"]
     return None
 
 
+def response_of(payload: Any) -> dict[str, Any] | None:
+    """`{"id", "output"}` of a Responses API response (or its `response.completed` event)."""
+    if isinstance(payload, dict) and isinstance(payload.get("response"), dict):
+        payload = payload["response"]
+    if not isinstance(payload, dict) or payload.get("object") != "response":
+        return None
+    if not isinstance(payload.get("id"), str) or not isinstance(payload.get("output"), list):
+        return None
+    return {"id": payload["id"], "output": payload["output"]}
+
+
 def output_length(usage: dict[str, Any] | None) -> int | None:
-    """Generated tokens: `completion_tokens` (OpenAI) or `output_tokens` (Anthropic)."""
+    """Generated tokens: `completion_tokens` (OpenAI), `output_tokens` (Anthropic, Responses),
+    `candidatesTokenCount` (Gemini) or `outputTokens` (Bedrock)."""
     if not usage:
         return None
-    for key in ("completion_tokens", "output_tokens"):
+    for key in ("completion_tokens", "output_tokens", "candidatesTokenCount", "outputTokens"):
         if isinstance(usage.get(key), int) and not isinstance(usage.get(key), bool):
             return usage[key]
     return None
@@ -64,6 +81,7 @@ class UsageScanner:
     def __init__(self, content_type: str, content_encoding: str = ""):
         self.streaming = content_type.split(";")[0].strip().lower() == "text/event-stream"
         self.usage: dict[str, Any] | None = None
+        self.response: dict[str, Any] | None = None
         self._inflater = _Inflater(content_encoding)
         self._active = self._inflater.readable and (self.streaming or "json" in content_type)
         self._pending = b""
@@ -93,9 +111,10 @@ class UsageScanner:
             self._scan_line(self._pending)
         elif self._active and self._parts:
             try:
-                self.usage = usage_of(orjson.loads(b"".join(self._parts)))
+                payload = orjson.loads(b"".join(self._parts))
             except orjson.JSONDecodeError:
-                self.usage = None
+                payload = None
+            self.usage, self.response = usage_of(payload), response_of(payload)
         self._active, self._parts, self._pending = False, [], b""
         return self.usage
 
@@ -106,18 +125,26 @@ class UsageScanner:
             self._scan_line(line)
 
     def _scan_line(self, line: bytes) -> None:
-        if not line.startswith(b"data:") or b'"usage"' not in line:
+        if not line.startswith(b"data:") or not (b'"usage' in line or b"usageMetadata" in line):
             return
         try:
-            found = usage_of(orjson.loads(line[5:]))
+            payload = orjson.loads(line[5:])
         except orjson.JSONDecodeError:
             return
+        found = usage_of(payload)
         if found is not None:
             self.usage = _merge(self.usage, found)
+        self.response = response_of(payload) or self.response
 
 
 def scan_content(content: bytes, content_type: str) -> dict[str, Any] | None:
     """The usage of a response whose (decoded) content is already in memory."""
+    return scanned(content, content_type).usage
+
+
+def scanned(content: bytes, content_type: str) -> UsageScanner:
+    """The finished scanner of a response whose content is already in memory."""
     scanner = UsageScanner(content_type)
     scanner.feed(content)
-    return scanner.finish()
+    scanner.finish()
+    return scanner

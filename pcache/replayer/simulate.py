@@ -39,7 +39,7 @@ from pcache.replayer.ttft import TtftModel
 from pcache.traces.record import Trace, TraceRecord
 
 ENGINE_POLICIES = ("vllm", "radix")
-PROVIDER_POLICIES = ("openai", "anthropic", "gemini", "deepseek")
+PROVIDER_POLICIES = ("openai", "anthropic", "gemini", "bedrock", "deepseek")
 POLICIES = ENGINE_POLICIES + PROVIDER_POLICIES
 CONCURRENCY = ("serial", "timed")
 

@@ -19,6 +19,7 @@ from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
 from pcache.prompt.request import Request, request_from_document, request_of
 from pcache.prompt.segment_cache import SegmentCachedRenderer
+from pcache.prompt.tables import split_column
 from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
@@ -81,7 +82,7 @@ def expand_paths(paths: list[str]) -> list[str]:
                 suffixes = ", ".join(INPUT_SUFFIXES)
                 raise InputError(path, f"no request files ({suffixes}) in this directory")
             files.extend(found)
-        elif location.exists():
+        elif location.exists() or Path(split_column(path)[0]).exists():  # table.parquet#column
             files.append(path)
         else:
             raise InputError(path, "no such file or directory")

@@ -153,13 +153,6 @@ def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
             if renderer is None:
                 renderer = SegmentCachedRenderer(resolve_renderer(settings.tokenizer))
             token_ids = prompt_token_ids(request, renderer, settings.render_options())
-        cached = None
-        if isinstance(request.usage, dict):
-            details = request.usage.get("prompt_tokens_details")
-            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-                cached = details["cached_tokens"]
-            elif isinstance(request.usage.get("cache_read_input_tokens"), int):
-                cached = request.usage["cache_read_input_tokens"]
         return TraceRecord(
             index=index,
             line=line,
@@ -169,7 +162,7 @@ def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
             token_ids=token_ids,
             session_id=request.session_id,
             cache_salt=settings.cache_salt or request.cache_salt,
-            observed_cached_tokens=cached,
+            observed_cached_tokens=request.cached_tokens,
         )
 
     return convert
