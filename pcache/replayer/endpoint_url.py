@@ -16,6 +16,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 MASK = "***"
 SECRET_NAME = re.compile(r"key|token|secret|pass|auth|sig|credential|session", re.IGNORECASE)
 """A query parameter whose name matches holds a credential."""
+USERINFO = re.compile(r"(?<=//)([^/?#@]*)@")
+"""The `user:password@` of a URL, found in text even where the URL does not parse."""
 
 
 def _is_secret_parameter(name: str) -> bool:
@@ -26,8 +28,8 @@ def masked(url: str) -> str:
     """`url` with its user, password and credential-like query values replaced by `***`."""
     try:
         parts = urlsplit(url)
-    except ValueError:
-        return MASK
+    except ValueError:  # not a URL: its text, with what looks like a user and password masked
+        return USERINFO.sub(f"{MASK}@", url, count=1)
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
@@ -47,7 +49,9 @@ def secrets_of(url: str) -> list[str]:
     try:
         parts = urlsplit(url)
     except ValueError:
-        return [url]
+        userinfo = USERINFO.search(url)
+        values = userinfo.group(1).split(":", 1) if userinfo else []
+        return sorted((value for value in values if value), key=len, reverse=True)
     found: set[str] = set()
     if "@" in parts.netloc:
         userinfo = parts.netloc.rsplit("@", 1)[0]
