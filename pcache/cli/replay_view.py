@@ -204,16 +204,7 @@ def _render_fleet_grid(result: ReplayResult) -> None:
     table = Table(
         title=f"{first.source}: {first.policy}, {first.concurrency}, {capacity} blocks per replica"
     )
-    for name in (
-        "router",
-        "replicas",
-        "hit rate",
-        "req hit",
-        "imbalance",
-        "misrouted",
-        "tokens lost",
-        "TTFT p50",
-    ):
+    for name in ("router", "N", "hit rate", "imbalance", "misrouted", "tokens lost", "TTFT p50"):
         table.add_column(name, justify="left" if name == "router" else "right")
     for report in result.reports:
         fleet = report.fleet.to_dict()
@@ -222,12 +213,16 @@ def _render_fleet_grid(result: ReplayResult) -> None:
             fleet["router"],
             str(fleet["num_replicas"]),
             f"{report.token_hit_rate:.1%}",
-            f"{report.request_hit_rate:.1%}",
             f"{imbalance['requests']:.2f}/{imbalance['prompt_tokens']:.2f}",
             f"{precision['misrouted_share']:.1%}",
             f"{precision['misrouted_tokens']:,}",
-            f"{report.ttft_ms['p50']:.1f} ms",
+            f"{report.ttft_ms['p50']:.1f}",
         )
+    table.caption = (
+        "N: replicas; imbalance: max/mean requests and prompt tokens per replica; misrouted:"
+        " requests sent away from the replica holding their longest cached prefix, and the"
+        " cached tokens that cost; TTFT p50 in ms"
+    )
     stdout.print(table)
 
 
