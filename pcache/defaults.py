@@ -20,3 +20,6 @@ DEFAULT_MODEL = "llama3-8b"
 PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic")
 """The caches lint, diff and the report price findings for (`--profile`)."""
 DEFAULT_PROFILE = "vllm"
+DEFAULT_CHARS_PER_TOKEN = 4
+"""Characters per token of the routers' text view of hash-id traces (`replay --replicas`):
+GIE's `averageCharactersPerToken`."""

@@ -290,3 +290,22 @@ def test_bad_fleet_options_fail_in_one_line(cli, args, message):
     assert message in result.stderr
     assert "Traceback" not in result.output
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_the_api_replays_a_fleet_as_the_command_does(cli):
+    import pcache
+    from pcache.replayer.fleet_options import FleetOptions
+
+    trace = SAMPLES / "traces" / "shared_prefix_hash_ids.jsonl"
+    fleet = FleetOptions(replicas=(2,), routers=("sglang",))
+    result = pcache.replay(trace, fleet=fleet)
+    command = cli("replay", str(trace), "--replicas", "2", "--router", "sglang", "-f", "json")
+    assert command.exit_code == 0, command.output
+    assert orjson.loads(command.stdout) == orjson.loads(orjson.dumps(result.to_dict()))
+
+
+def test_replicas_belong_to_the_simulator(cli):
+    trace = str(SAMPLES / "traces" / "mooncake_tiny.jsonl")
+    result = cli("replay", trace, "--engine", "cpu", "--model", "tiny", "--replicas", "2")
+    assert result.exit_code == 2, result.output
+    assert "--replicas applies to --simulate" in result.stderr

@@ -11,6 +11,7 @@ import typer
 from pcache.cli import replay_endpoint as ep
 from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
+    DEFAULT_CHARS_PER_TOKEN,
     DEFAULT_DATE,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
@@ -188,7 +189,7 @@ def replay_command(
             help="With --replicas on hash-id traces: characters per token of the routers'"
             " text view.",
         ),
-    ] = 4,
+    ] = DEFAULT_CHARS_PER_TOKEN,
     plot: Annotated[
         str | None,
         typer.Option(
@@ -335,7 +336,7 @@ def _fleet(replicas: str | None, router: str, params: list[str] | None, chars_pe
     from pcache.errors import UsageError
 
     if replicas is None:
-        if router != "round-robin" or params or chars_per_token != 4:
+        if router != "round-robin" or params or chars_per_token != DEFAULT_CHARS_PER_TOKEN:
             raise UsageError("--router, --router-param and --chars-per-token need --replicas")
         return None
     from pcache.replayer.fleet_options import (

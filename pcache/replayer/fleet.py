@@ -29,6 +29,7 @@ from typing import Any
 from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import cdiv
 from pcache.cache.request import CacheRequest
+from pcache.defaults import DEFAULT_CHARS_PER_TOKEN
 from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
 from pcache.replayer.fleet_options import FLEET_POLICIES, FleetOptions
@@ -159,7 +160,7 @@ def simulate_fleet(
     num_replicas: int,
     router_name: str,
     parameters: dict[str, Any] | None = None,
-    chars_per_token: int = 4,
+    chars_per_token: int = DEFAULT_CHARS_PER_TOKEN,
     progress: Progress = None,
 ) -> ReplayReport:
     """Replay `trace` over `num_replicas` pools behind router `router_name`."""

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pcache.defaults import DEFAULT_CHARS_PER_TOKEN
 from pcache.traces.record import TraceRecord
 
-DEFAULT_CHARS_PER_TOKEN = 4
-"""Characters per token of the text view of hash-id traces (GIE's `averageCharactersPerToken`)."""
+__all__ = ["DEFAULT_CHARS_PER_TOKEN", "FleetState", "RoutedRequest", "text_view"]
 
 
 @dataclass(slots=True)
