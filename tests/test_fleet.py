@@ -100,11 +100,19 @@ def test_round_robin_on_mooncake_samples_equals_per_replica_replays(path, capaci
 
 
 @settings(max_examples=60, deadline=None)
-@given(trace=traces(), count=st.integers(1, 6), policy=st.sampled_from(["vllm", "radix"]))
-def test_precise_with_unlimited_caches_keeps_the_one_instance_hit_rate(trace, count, policy):
+@given(
+    trace=traces(),
+    count=st.integers(1, 6),
+    policy=st.sampled_from(["vllm", "radix"]),
+    router=st.sampled_from(["precise", "dynamo"]),
+)
+def test_precise_with_unlimited_caches_keeps_the_one_instance_hit_rate(
+    trace, count, policy, router
+):
+    """`dynamo` too: serial, nothing is in flight, so its cost is the prefill alone."""
     options = SimulationOptions(policy=policy)
     one = simulate(trace, options)
-    fleet = simulate_fleet(trace, options, count, "precise")
+    fleet = simulate_fleet(trace, options, count, router)
     assert fleet.hit_tokens == one.hit_tokens
     assert fleet.fleet.misrouted_requests == 0
 
@@ -192,6 +200,17 @@ def test_least_load_spreads_only_when_requests_overlap():
     assert [r.requests for r in serial.replicas] == [12, 0, 0]
     timed = simulate_fleet(trace, SimulationOptions(concurrency="timed"), 3, "least-load").fleet
     assert [r.requests for r in timed.replicas] == [4, 4, 4]
+
+
+def test_dynamo_weighs_decode_blocks_in_flight_against_prefill():
+    # the same 3-block prompt four times at once: cached on replica 0 after the first, but
+    # the requests in flight there cost more than recomputing elsewhere
+    trace = chained_trace([[0, 0, 0]] * 4, [0] * 4, [0] * 4, [1000] * 4)
+    timed = SimulationOptions(concurrency="timed")
+    fleet = simulate_fleet(trace, timed, 2, "dynamo").fleet
+    assert [r.requests for r in fleet.replicas] == [2, 2]
+    serial = simulate_fleet(trace, SimulationOptions(), 2, "dynamo").fleet
+    assert sorted(r.requests for r in serial.replicas) == [0, 4]
 
 
 def test_session_keeps_a_session_on_one_replica():

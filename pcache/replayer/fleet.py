@@ -179,7 +179,7 @@ def _simulate_fleet(
     router = make_router(router_name, num_replicas, parameters)
     values = asdict(router_module(router_name).Parameters(**parameters))
     probe = _Probe(pools, block_size)
-    state = FleetState.empty(num_replicas)
+    state = FleetState.empty(num_replicas, block_size)
     stats = [ReplicaStats(replica) for replica in range(num_replicas)]
     summary = FleetSummary(router_name, num_replicas, values)
     timed = options.concurrency == "timed"
@@ -195,7 +195,9 @@ def _simulate_fleet(
         if timed:
             for replica, heap in enumerate(running):
                 while heap and heap[0][0] <= now:
-                    pools[replica].release(heapq.heappop(heap)[2])
+                    _, _, held, blocks = heapq.heappop(heap)
+                    pools[replica].release(held)
+                    state.active_blocks[replica] -= blocks
                 state.in_flight[replica] = len(heap)
         cached_by_replica = probe.cached_tokens(record, now)
         units, unit_chars, text_chars = text_view(record, trace.block_size, chars_per_token)
@@ -210,8 +212,9 @@ def _simulate_fleet(
                 while admission is None:
                     if not heap:
                         raise CapacityTooSmall(cdiv(record.input_length, block_size))
-                    finish, _, held = heapq.heappop(heap)
+                    finish, _, held, blocks = heapq.heappop(heap)
                     pool.release(held)
+                    state.active_blocks[chosen] -= blocks
                     start = max(start, finish)
                     admission = pool.admit(record, start)
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
@@ -240,8 +243,10 @@ def _simulate_fleet(
         ttfts_cold[cold] += 1
         if timed:
             finish = start + prefill + record.output_length * decode_ms_per_token
-            heapq.heappush(running[chosen], (finish, position, admission))
+            blocks = cdiv(num_tokens, block_size)
+            heapq.heappush(running[chosen], (finish, position, admission, blocks))
             state.in_flight[chosen] = len(running[chosen])
+            state.active_blocks[chosen] += blocks
         state.routed[chosen] += 1
         replica_stats = stats[chosen]
         replica_stats.requests += 1

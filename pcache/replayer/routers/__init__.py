@@ -24,6 +24,7 @@ ROUTERS = {
     "prefix-hash": "prefix_hash",
     "sglang": "sglang",
     "precise": "precise",
+    "dynamo": "dynamo",
 }
 """Router name -> module under `pcache.replayer.routers`."""
 

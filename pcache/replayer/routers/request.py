@@ -13,7 +13,7 @@
 
 `FleetState` is what the router tracks itself: requests in flight per replica (incremented at
 dispatch, decremented at completion; always 0 when the next request of a serial replay
-arrives), and requests routed so far.
+arrives), the blocks they hold, and requests routed so far.
 """
 
 from __future__ import annotations
@@ -64,10 +64,14 @@ class FleetState:
 
     in_flight: list[int]
     routed: list[int]
+    active_blocks: list[int]
+    """Prompt blocks of the requests in flight, per replica (Dynamo's decode blocks)."""
+    block_size: int = 1
+    """The engines' block size (token blocks of the pools)."""
 
     @classmethod
-    def empty(cls, num_replicas: int) -> FleetState:
-        return cls([0] * num_replicas, [0] * num_replicas)
+    def empty(cls, num_replicas: int, block_size: int = 1) -> FleetState:
+        return cls([0] * num_replicas, [0] * num_replicas, [0] * num_replicas, block_size)
 
     @property
     def num_replicas(self) -> int:
