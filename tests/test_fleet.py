@@ -213,6 +213,26 @@ def test_dynamo_weighs_decode_blocks_in_flight_against_prefill():
     assert sorted(r.requests for r in serial.replicas) == [0, 4]
 
 
+def test_llm_d_blocks_name_their_prefix_and_drop_the_partial_tail():
+    from pcache.replayer.routers.llm_d import block_keys
+
+    record = TraceRecord(0, 1, 0.0, 10, routing_text="x" * 130)
+    request = RoutedRequest(record, *text_view(record, None, 4), [0], 0.0)
+    assert block_keys(request, 64, 256) == ["x" * 64, "x" * 128]
+    assert len(block_keys(request, 64, 1)) == 1
+    hashed = TraceRecord(1, 2, 0.0, 20, hash_ids=[7, 9])  # blocks of 16 tokens: 64 chars each
+    request = RoutedRequest(hashed, *text_view(hashed, 16, 4), [0], 0.0)
+    assert block_keys(request, 32, 256) == [(7, 32), (7, 64)]  # the second id: 16 chars only
+
+
+def test_llm_d_follows_the_prefix_when_nothing_is_in_flight():
+    trace = chained_trace([[n % 3] * 40 for n in range(12)], [0] * 12, [1] * 12)
+    fleet = simulate_fleet(trace, SimulationOptions(), 3, "llm-d").fleet
+    one = simulate(trace, SimulationOptions())
+    assert fleet.misrouted_requests == 0
+    assert sum(r.hit_tokens for r in fleet.replicas) == one.hit_tokens
+
+
 def test_session_keeps_a_session_on_one_replica():
     trace = read_trace(SAMPLES / "traces" / "shared_prefix_hash_ids.jsonl")
     fleet = simulate_fleet(trace, SimulationOptions(), 4, "session")

@@ -179,7 +179,7 @@ def _simulate_fleet(
     router = make_router(router_name, num_replicas, parameters)
     values = asdict(router_module(router_name).Parameters(**parameters))
     probe = _Probe(pools, block_size)
-    state = FleetState.empty(num_replicas, block_size)
+    state = FleetState.empty(num_replicas, block_size, options.cache_blocks)
     stats = [ReplicaStats(replica) for replica in range(num_replicas)]
     summary = FleetSummary(router_name, num_replicas, values)
     timed = options.concurrency == "timed"

@@ -25,6 +25,7 @@ ROUTERS = {
     "sglang": "sglang",
     "precise": "precise",
     "dynamo": "dynamo",
+    "llm-d": "llm_d",
 }
 """Router name -> module under `pcache.replayer.routers`."""
 

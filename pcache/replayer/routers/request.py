@@ -68,10 +68,15 @@ class FleetState:
     """Prompt blocks of the requests in flight, per replica (Dynamo's decode blocks)."""
     block_size: int = 1
     """The engines' block size (token blocks of the pools)."""
+    capacity_blocks: int | None = None
+    """Each replica's pool capacity (None: unlimited)."""
 
     @classmethod
-    def empty(cls, num_replicas: int, block_size: int = 1) -> FleetState:
-        return cls([0] * num_replicas, [0] * num_replicas, [0] * num_replicas, block_size)
+    def empty(
+        cls, num_replicas: int, block_size: int = 1, capacity_blocks: int | None = None
+    ) -> FleetState:
+        zeros = [0] * num_replicas
+        return cls(zeros, list(zeros), list(zeros), block_size, capacity_blocks)
 
     @property
     def num_replicas(self) -> int:
