@@ -320,6 +320,16 @@ def test_text_report_of_one_fleet(cli):
             "fallback",
         ),
         (["--replicas", "2", "--policy", "openai"], "--policy vllm and radix"),
+        (
+            ["--replicas", "2", "--router", "session", "--router-param", "session.points=0"],
+            "points",
+        ),
+        (
+            ["--replicas", "2", "--router", "sglang", "--router-param", "sglang.balance_rel=nan"],
+            "finite",
+        ),
+        (["--replicas", "2", "--router", "random", "--router-param", "random.seed=x"], "number"),
+        (["--replicas", "2", "--chars-per-token", "0"], "--chars-per-token"),
         (["--replicas", "2", "--capacity-sweep"], "not both"),
     ],
 )

@@ -36,7 +36,7 @@ from pcache.replayer.fleet_options import FLEET_POLICIES, FleetOptions
 from pcache.replayer.fleet_report import FleetSummary, ReplicaStats
 from pcache.replayer.policies import CapacityTooSmall, RadixPolicy, VllmPolicy
 from pcache.replayer.report import ReplayReport, distribution
-from pcache.replayer.routers import make_router, router_module
+from pcache.replayer.routers import build_parameters, make_router
 from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
 from pcache.replayer.simulate import SimulationOptions
 from pcache.traces.record import Trace, TraceRecord
@@ -177,7 +177,7 @@ def _simulate_fleet(
         raise UsageError(f"--replicas applies to --policy vllm and radix, not {options.policy}")
     pools, block_size = _make_pools(trace, options, num_replicas)
     router = make_router(router_name, num_replicas, parameters)
-    values = asdict(router_module(router_name).Parameters(**parameters))
+    values = asdict(build_parameters(router_name, parameters))
     probe = _Probe(pools, block_size)
     state = FleetState.empty(num_replicas, block_size, options.cache_blocks)
     stats = [ReplicaStats(replica) for replica in range(num_replicas)]

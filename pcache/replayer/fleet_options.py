@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pcache.errors import UsageError
-from pcache.replayer.routers import parse_parameters, router_module
+from pcache.replayer.routers import build_parameters, parse_parameters, router_module
 from pcache.replayer.routers.request import DEFAULT_CHARS_PER_TOKEN
 
 MAX_REPLICAS = 4096
@@ -64,7 +64,7 @@ class FleetOptions:
             raise UsageError("--chars-per-token must be at least 1")
         parsed = parse_parameters(dict(self.router_params), list(self.routers))
         for name, values in parsed.items():  # refuse bad values now, before any replay
-            router_module(name).Parameters(**values)
+            build_parameters(name, values)
         object.__setattr__(self, "parameters", parsed)
 
     @property

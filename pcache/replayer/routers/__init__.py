@@ -15,6 +15,7 @@ from dataclasses import fields
 from typing import Any
 
 from pcache.errors import UsageError
+from pcache.numbers import check_number
 
 ROUTERS = {
     "round-robin": "round_robin",
@@ -67,11 +68,28 @@ def parse_parameters(settings: Mapping[str, str], routers: list[str]) -> dict[st
     return chosen
 
 
-def make_router(name: str, num_replicas: int, parameters: Mapping[str, Any] | None = None):
-    """Router `name` over `num_replicas` replicas, with `parameters` over its defaults."""
+def build_parameters(name: str, values: Mapping[str, Any] | None = None):
+    """Router `name`'s `Parameters` with `values` over its defaults, checked: every number
+    finite, at least its field's `minimum` (default 0), above its `above`, at most its
+    `maximum` (field metadata)."""
     module = router_module(name)
     try:
-        values = module.Parameters(**(parameters or {}))
+        parameters = module.Parameters(**(values or {}))
     except TypeError as failure:
         raise UsageError(f"--router-param: {failure}") from None
-    return module.Router(num_replicas, values)
+    for item in fields(parameters):
+        value = getattr(parameters, item.name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            check_number(
+                f"--router-param {name}.{item.name}",
+                value,
+                minimum=item.metadata.get("minimum", 0),
+                maximum=item.metadata.get("maximum"),
+                above=item.metadata.get("above"),
+            )
+    return parameters
+
+
+def make_router(name: str, num_replicas: int, parameters: Mapping[str, Any] | None = None):
+    """Router `name` over `num_replicas` replicas, with `parameters` over its defaults."""
+    return router_module(name).Router(num_replicas, build_parameters(name, parameters))

@@ -42,7 +42,6 @@ class Router:
     """The worker with the lowest prefill + decode block cost."""
 
     def __init__(self, num_replicas: int, parameters: Parameters):
-        assert parameters.overlap_score_weight >= 0 and parameters.temperature >= 0
         self.parameters = parameters
         self.generator = random.Random(parameters.seed)
 

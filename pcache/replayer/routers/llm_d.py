@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pcache.replayer.routers.request import FleetState, RoutedRequest
 
@@ -37,9 +37,9 @@ from pcache.replayer.routers.request import FleetState, RoutedRequest
 class Parameters:
     """llm-d's parameters (GIE prefix plugin and llm-d's scorer weights)."""
 
-    block_chars: int = 64
-    max_blocks: int = 256
-    lru_capacity_per_pod: int = 31250
+    block_chars: int = field(default=64, metadata={"minimum": 1})
+    max_blocks: int = field(default=256, metadata={"minimum": 1})
+    lru_capacity_per_pod: int = field(default=31250, metadata={"minimum": 1})
     prefix_weight: float = 3.0
     queue_weight: float = 2.0
     kv_weight: float = 2.0
@@ -67,8 +67,6 @@ class Router:
     """Weighted prefix, queue and KV-utilisation scores; the highest wins."""
 
     def __init__(self, num_replicas: int, parameters: Parameters):
-        assert parameters.block_chars >= 1 and parameters.max_blocks >= 1
-        assert parameters.lru_capacity_per_pod >= 1
         self.parameters = parameters
         self.indexes: list[OrderedDict] = [OrderedDict() for _ in range(num_replicas)]
         self.generator = random.Random(parameters.seed)

@@ -11,7 +11,7 @@ flight, so the bound never binds there and the route is the key's ring owner.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pcache.replayer.routers.request import FleetState, RoutedRequest
 from pcache.replayer.routers.ring import HashRing
@@ -21,11 +21,11 @@ from pcache.replayer.routers.ring import HashRing
 class Parameters:
     """prefix-hash's parameters."""
 
-    prefix_chars: int = 100
+    prefix_chars: int = field(default=100, metadata={"minimum": 1})
     """Characters of the prompt hashed (KubeAI `prefixCharLength`)."""
-    replication: int = 256
+    replication: int = field(default=256, metadata={"minimum": 1})
     """Virtual nodes per replica (KubeAI `replication`)."""
-    mean_load_factor: float = 1.25
+    mean_load_factor: float = field(default=1.25, metadata={"minimum": 1})
     """Load bound relative to the mean (KubeAI `meanLoadPercentage` / 100)."""
 
 
@@ -33,8 +33,6 @@ class Router:
     """The first replica clockwise from the prefix's hash that is within the load bound."""
 
     def __init__(self, num_replicas: int, parameters: Parameters):
-        assert parameters.prefix_chars >= 1 and parameters.replication >= 1
-        assert parameters.mean_load_factor >= 1
         self.parameters = parameters
         self.ring = HashRing(num_replicas, parameters.replication)
 

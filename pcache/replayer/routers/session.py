@@ -13,7 +13,7 @@ Parameters: `points` (virtual nodes per replica, default 160, as uhashring's), `
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pcache.replayer.routers.request import FleetState, RoutedRequest
 from pcache.replayer.routers.ring import HashRing
@@ -23,9 +23,9 @@ from pcache.replayer.routers.ring import HashRing
 class Parameters:
     """session's parameters."""
 
-    points: int = 160
+    points: int = field(default=160, metadata={"minimum": 1})
     """Virtual nodes per replica on the ring."""
-    qps_window_s: float = 60.0
+    qps_window_s: float = field(default=60.0, metadata={"above": 0})
     """Requests without a session: the window over which each replica's QPS is counted."""
 
 
@@ -33,7 +33,6 @@ class Router:
     """The session's replica on the ring, else the lowest-QPS replica."""
 
     def __init__(self, num_replicas: int, parameters: Parameters):
-        assert parameters.points >= 1 and parameters.qps_window_s > 0
         self.ring = HashRing(num_replicas, parameters.points)
         self.window_ms = parameters.qps_window_s * 1000.0
         self.arrivals: list[deque[float]] = [deque() for _ in range(num_replicas)]

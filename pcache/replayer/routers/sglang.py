@@ -28,7 +28,7 @@ eviction_interval_s 120, max_tree_chars 2**26.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pcache.errors import UsageError
 from pcache.replayer.routers.request import FleetState, RoutedRequest
@@ -41,13 +41,13 @@ FALLBACKS = ("least-load", "smallest-tree")
 class Parameters:
     """sglang's parameters (sglang-router's flags)."""
 
-    cache_threshold: float = 0.3
+    cache_threshold: float = field(default=0.3, metadata={"maximum": 1})
     """Match rate above which the request follows the tree (`--cache-threshold`)."""
     balance_abs: int = 64
     """Load difference that, with `balance_rel`, means imbalance (`--balance-abs-threshold`)."""
     balance_rel: float = 1.5
     """Load ratio that, with `balance_abs`, means imbalance (`--balance-rel-threshold`)."""
-    eviction_interval_s: float = 120.0
+    eviction_interval_s: float = field(default=120.0, metadata={"above": 0})
     """Seconds of trace time between evictions (`--eviction-interval`)."""
     max_tree_chars: int = 2**26
     """Characters each worker may hold in the tree (`--max-tree-size`)."""
@@ -59,10 +59,6 @@ class Parameters:
             raise UsageError(
                 f"sglang.fallback must be least-load or smallest-tree, got {self.fallback!r}"
             )
-        if not 0 <= self.cache_threshold <= 1:
-            raise UsageError("sglang.cache_threshold must be between 0 and 1")
-        if self.eviction_interval_s <= 0 or self.max_tree_chars < 0:
-            raise UsageError("sglang.eviction_interval_s must be positive, max_tree_chars >= 0")
 
 
 class Router:
