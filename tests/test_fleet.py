@@ -117,11 +117,18 @@ def test_precise_with_unlimited_caches_keeps_the_one_instance_hit_rate(
     assert fleet.fleet.misrouted_requests == 0
 
 
-def test_precise_keeps_the_one_instance_hit_rate_on_rendered_requests():
-    trace = read_trace(SAMPLES / "traces" / "requests_tiny.jsonl")
-    options = SimulationOptions()
+@pytest.mark.parametrize("salt", [None, "tenant-a"])
+@pytest.mark.parametrize("policy", ["vllm", "radix"])
+def test_precise_keeps_the_one_instance_hit_rate_on_rendered_requests(policy, salt):
+    from pcache.pipeline import Settings
+
+    path = SAMPLES / "traces" / "requests_tiny.jsonl"
+    trace = read_trace(path, settings=Settings(cache_salt=salt))
+    assert trace.records[0].token_ids and trace.records[0].routing_text
+    options = SimulationOptions(policy=policy)
     fleet = simulate_fleet(trace, options, 3, "precise")
     assert fleet.hit_tokens == simulate(trace, options).hit_tokens > 0
+    assert_replicas_match(trace, options, 3)  # token records, salted or not
 
 
 @settings(max_examples=30, deadline=None)
