@@ -22,3 +22,6 @@ PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic")
 DEFAULT_PROFILE = "vllm"
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 """The deadline of one whole request of `replay --endpoint` (`--request-timeout`)."""
+DEFAULT_CHARS_PER_TOKEN = 4
+"""Characters per token of the routers' text view of hash-id traces (`replay --replicas`):
+GIE's `averageCharactersPerToken`."""

@@ -90,6 +90,12 @@ def test_completions_and_chat_report_the_engines_cached_tokens_and_metrics_agree
         assert httpx.post(f"{url}/reset_prefix_cache").status_code == 200
         again = completion(url, prompt=PROMPT, max_tokens=1)
         assert again.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        warm = completion(url, prompt=PROMPT, max_tokens=1)  # SGLang's flush empties it too
+        assert warm.json()["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+        flushed = httpx.post(f"{url}/flush_cache")
+        assert (flushed.status_code, flushed.text) == (200, "Cache flushed.\n")
+        cold = completion(url, prompt=PROMPT, max_tokens=1)
+        assert cold.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
 
 
 MALFORMED = [

@@ -8,6 +8,7 @@ import typer
 
 from pcache.defaults import (  # a leaf module: `pcache --help` stays light
     DEFAULT_BLOCK_SIZE,
+    DEFAULT_CHARS_PER_TOKEN,
     DEFAULT_DATE,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
@@ -17,6 +18,7 @@ from pcache.defaults import (  # a leaf module: `pcache --help` stays light
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_CHARS_PER_TOKEN",
     "DEFAULT_DATE",
     "DEFAULT_HASH_ALGO",
     "DEFAULT_MODEL",

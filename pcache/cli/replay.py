@@ -10,6 +10,7 @@ import typer
 
 from pcache.cli import replay_endpoint as ep
 from pcache.cli.options import (
+    DEFAULT_CHARS_PER_TOKEN,
     DEFAULT_DATE,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
@@ -158,6 +159,37 @@ def replay_command(
         int,
         typer.Option("--sweep-points", help="Cache sizes in the sweep."),
     ] = 8,
+    replicas: Annotated[
+        str | None,
+        typer.Option(
+            "--replicas",
+            help="--simulate: replicas behind a router, each with its own --cache-blocks pool;"
+            " a list (1,2,4,8) sweeps.",
+        ),
+    ] = None,
+    router: Annotated[
+        str,
+        typer.Option(
+            "--router",
+            help="With --replicas: round-robin, random, least-load, session, prefix-hash,"
+            " sglang, llm-d, dynamo or precise; a list compares them.",
+        ),
+    ] = "round-robin",
+    router_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--router-param",
+            help="ROUTER.NAME=VALUE, e.g. sglang.cache_threshold=0.5 (repeatable; docs/fleet.md).",
+        ),
+    ] = None,
+    chars_per_token: Annotated[
+        int,
+        typer.Option(
+            "--chars-per-token",
+            help="With --replicas on hash-id traces: characters per token of the routers'"
+            " text view.",
+        ),
+    ] = DEFAULT_CHARS_PER_TOKEN,
     plot: Annotated[
         str | None,
         typer.Option(
@@ -237,6 +269,7 @@ def replay_command(
         calibration=calibration,
         capacity_sweep=capacity_sweep,
         sweep_points=sweep_points,
+        fleet=_fleet(replicas, router, router_param, chars_per_token),
         device="gpu" if gpu else engine,
         save_calibration=save_calibration,
         repeat=repeat,
@@ -298,6 +331,29 @@ def _mode(**chosen: bool | str | None) -> str:
     if chosen["endpoint"] is not None:
         return "endpoint"
     return "engine" if chosen["engine"] is not None or chosen["gpu"] else "simulate"
+
+
+def _fleet(replicas: str | None, router: str, params: list[str] | None, chars_per_token: int):
+    """The `FleetOptions` of `--replicas`, `--router`, `--router-param`, or None."""
+    from pcache.errors import UsageError
+
+    if replicas is None:
+        if router != "round-robin" or params or chars_per_token != DEFAULT_CHARS_PER_TOKEN:
+            raise UsageError("--router, --router-param and --chars-per-token need --replicas")
+        return None
+    from pcache.replayer.fleet_options import (
+        FleetOptions,
+        parse_list,
+        parse_replicas,
+        parse_router_params,
+    )
+
+    return FleetOptions(
+        replicas=parse_replicas(replicas),
+        routers=tuple(dict.fromkeys(parse_list("--router", router))),
+        router_params=parse_router_params(params),
+        chars_per_token=chars_per_token,
+    )
 
 
 def _ttft(overhead_ms: float | None, ms_per_token: float | None, ms_per_pair: float | None):

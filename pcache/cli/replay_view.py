@@ -76,6 +76,9 @@ def render(result: ReplayResult, format: str) -> None:
     if format == "json":
         write_json(orjson.dumps(result.to_dict(), option=orjson.OPT_SORT_KEYS))
         return
+    if result.sweep and result.reports[0].fleet is not None:
+        _render_fleet_grid(result)
+        return
     if result.sweep:
         _render_sweep(result)
         return
@@ -142,6 +145,85 @@ def render(result: ReplayResult, format: str) -> None:
         table.add_column()
     for row in rows:
         table.add_row(*row)
+    stdout.print(table)
+    if report.fleet is not None:
+        _render_fleet(report)
+
+
+def _render_fleet(report: ReplayReport) -> None:
+    """A fleet replay: the router's precision, the load imbalance, then each replica."""
+    from rich.table import Table
+
+    from pcache.cli.console import stdout
+
+    fleet = report.fleet.to_dict()
+    precision, imbalance = fleet["router_precision"], fleet["load_imbalance"]
+    summary = Table(show_header=False, box=None, pad_edge=False)
+    for _ in range(3):
+        summary.add_column()
+    summary.add_row("router", fleet["router"], _parameters(fleet["router_parameters"]))
+    summary.add_row(
+        "load imbalance",
+        f"{imbalance['requests']:.2f} / {imbalance['prompt_tokens']:.2f}",
+        "max over mean requests / prompt tokens per replica (1.00: even)",
+    )
+    summary.add_row(
+        "misrouted requests",
+        f"{precision['misrouted_share']:.1%}",
+        f"{precision['misrouted_requests']:,} sent away from the replica holding their longest"
+        f" cached prefix; {precision['misrouted_tokens']:,} cached tokens lost",
+    )
+    stdout.print(summary)
+    table = Table(title=f"{fleet['num_replicas']} replicas")
+    for name in ("replica", "requests", "prompt tokens", "hit tokens", "token hit rate"):
+        table.add_column(name, justify="right")
+    table.add_column("evicted blocks", justify="right")
+    for replica in fleet["replicas"]:
+        table.add_row(
+            str(replica["replica"]),
+            f"{replica['requests']:,}",
+            f"{replica['prompt_tokens']:,}",
+            f"{replica['hit_tokens']:,}",
+            f"{replica['token_hit_rate']:.1%}",
+            f"{replica['evicted_blocks']:,}",
+        )
+    stdout.print(table)
+
+
+def _parameters(values: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in values.items())
+
+
+def _render_fleet_grid(result: ReplayResult) -> None:
+    """A grid of routers x replica counts: one row each."""
+    from rich.table import Table
+
+    from pcache.cli.console import stdout
+
+    first = result.reports[0]
+    capacity = "unlimited" if first.capacity_blocks is None else f"{first.capacity_blocks:,}"
+    table = Table(
+        title=f"{first.source}: {first.policy}, {first.concurrency}, {capacity} blocks per replica"
+    )
+    for name in ("router", "N", "hit rate", "imbalance", "misrouted", "tokens lost", "TTFT p50"):
+        table.add_column(name, justify="left" if name == "router" else "right")
+    for report in result.reports:
+        fleet = report.fleet.to_dict()
+        imbalance, precision = fleet["load_imbalance"], fleet["router_precision"]
+        table.add_row(
+            fleet["router"],
+            str(fleet["num_replicas"]),
+            f"{report.token_hit_rate:.1%}",
+            f"{imbalance['requests']:.2f}/{imbalance['prompt_tokens']:.2f}",
+            f"{precision['misrouted_share']:.1%}",
+            f"{precision['misrouted_tokens']:,}",
+            f"{report.ttft_ms['p50']:.1f}",
+        )
+    table.caption = (
+        "N: replicas; imbalance: max/mean requests and prompt tokens per replica; misrouted:"
+        " requests sent away from the replica holding their longest cached prefix, and the"
+        " cached tokens that cost; TTFT p50 in ms"
+    )
     stdout.print(table)
 
 

@@ -158,11 +158,17 @@ class ReplayReport:
     endpoint: Any = None
     """`--endpoint`: the `EndpointMeasurement` of the live server."""
     per_request: list[RequestOutcome] = field(default_factory=list, repr=False)
+    fleet: Any = None
+    """`--replicas`: the `FleetSummary` (`pcache.replayer.fleet_report`): router, replicas,
+    load imbalance and router precision; its fields sit at the top level of the JSON."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("per_request")
         data.pop("endpoint")
+        data.pop("fleet")
+        if self.fleet is not None:
+            data.update(self.fleet.to_dict())
         measurement = data.pop("measurement")
         if measurement is not None:  # its fields sit at the top level of the JSON
             data.update(measurement)

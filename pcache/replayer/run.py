@@ -93,6 +93,12 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
     if options.cache_gb is not None:
         capacity = blocks_for_gigabytes(options.cache_gb, shape, block_size)
         simulation = replace(simulation, cache_blocks=min(max(capacity, 1), MAX_CACHE_BLOCKS))
+    if options.fleet is not None:  # one pool per replica behind a router
+        from pcache.replayer.fleet import run_fleet
+
+        reports = run_fleet(loaded, simulation, options.fleet, progress)
+        sweep = options.fleet.is_grid
+        return ReplayResult(reports, sweep, shape.name, loaded.skipped, loaded.reordered)
     if options.capacity_sweep:
         capacities = sweep_capacities(loaded, simulation, options.sweep_points)
         reports = [

@@ -8,6 +8,7 @@ from typing import ClassVar
 from pcache.defaults import DEFAULT_MODEL
 from pcache.errors import UsageError
 from pcache.numbers import check_number
+from pcache.replayer.fleet_options import FleetOptions
 from pcache.replayer.options import ReplayOptions
 from pcache.replayer.simulate import CONCURRENCY, POLICIES, PROVIDER_POLICIES, SimulationOptions
 from pcache.replayer.ttft import TtftModel
@@ -44,6 +45,8 @@ class SimulateOptions(ReplayOptions):
     """A file written by `replay --engine --save-calibration`: its fit is the TTFT model."""
     capacity_sweep: bool = False
     sweep_points: int = 8
+    fleet: FleetOptions | None = field(default=None, metadata={"flag": "--replicas"})
+    """`--replicas`, `--router`: one pool per replica behind a router (`replayer.fleet`)."""
 
     def __post_init__(self) -> None:
         ReplayOptions.__post_init__(self)
@@ -62,6 +65,8 @@ class SimulateOptions(ReplayOptions):
             raise UsageError("give --cache-blocks or --cache-gb, not both")
         if self.calibration is not None and self.ttft is not None:
             raise UsageError("give --calibration or the --ttft-* coefficients, not both")
+        if self.fleet is not None and self.capacity_sweep:
+            raise UsageError("give --replicas or --capacity-sweep, not both")
         sized = self.capacity_sweep or self.cache_blocks or self.cache_gb
         if self.policy in PROVIDER_POLICIES and sized:
             raise UsageError(

@@ -1,5 +1,6 @@
 """The HTTP API of `pcache serve` (Starlette): OpenAI routes, vLLM's auxiliary routes
-(`/tokenize`, `/detokenize`, `/version`), health, metrics, cache reset.
+(`/tokenize`, `/detokenize`, `/version`), health, metrics, cache reset (vLLM's
+`/reset_prefix_cache`, SGLang's `/flush_cache`).
 
 Every error, whoever raises it (a route, Starlette's routing, an unexpected exception), is
 answered in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
@@ -314,6 +315,14 @@ def create_app(server: Server) -> Starlette:
             return error_response(ApiError(409, message, "conflict"))
         return Response(status_code=200)
 
+    async def flush_cache(request: Request) -> Response:
+        """SGLang's `/flush_cache` (what sglang-router fans out): a plain-text answer, 400
+        when requests still hold blocks, as SGLang refuses to flush while requests run."""
+        if not await engine_loop.reset_prefix_cache():
+            message = "Cache not flushed: requests are running or waiting.\n"
+            return Response(message, status_code=400, media_type="text/plain")
+        return Response("Cache flushed.\n", status_code=200, media_type="text/plain")
+
     async def metrics(request: Request) -> Response:
         return Response(server.metrics.render(), media_type=CONTENT_TYPE)
 
@@ -332,6 +341,7 @@ def create_app(server: Server) -> Starlette:
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/reset_prefix_cache", reset_prefix_cache, methods=["POST"]),
+            Route("/flush_cache", flush_cache, methods=["GET", "POST"]),
             Route("/metrics", metrics, methods=["GET"]),
             *auxiliary_routes(server, body_of, check_model),
         ],

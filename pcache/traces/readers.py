@@ -163,9 +163,29 @@ def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
             session_id=request.session_id,
             cache_salt=settings.cache_salt or request.cache_salt,
             observed_cached_tokens=request.cached_tokens,
+            routing_text=_joined_text(request),
         )
 
     return convert
+
+
+def _joined_text(request: Any) -> str:
+    """The messages' text contents joined with nothing between them (or the prompt), as
+    routers that key on characters read a request."""
+    if request.prompt is not None:
+        return request.prompt
+    parts: list[str] = []
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(
+                part["text"]
+                for part in content
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+            )
+    return "".join(parts)
 
 
 def _read_request_records(entries: Iterator, trace: Trace, strict: bool, settings: Any) -> None:

@@ -29,6 +29,9 @@ class TraceRecord:
     output_token_ids: list[int] | None = None
     """Tokens a measured run generated for this request: a replay given them also writes
     their KV (every output token but the last, as an engine does), filling blocks."""
+    routing_text: str | None = None
+    """Request traces: the messages' text contents joined (or the prompt), no template: what
+    character-keyed routers read (`pcache.replayer.routers`)."""
 
 
 @dataclass(slots=True)

@@ -1,0 +1,141 @@
+"""A multi-tenant radix tree over a text view (SGLang router's `tree.rs`, in Python).
+
+Keys are strings (one node edge per run of characters) or sequences of hash ids, each id
+weighing its block's characters. Every node records, per tenant (replica), when that tenant
+last routed a request through it; each tenant's character count is the characters of the
+nodes it is on. `prefix_match` walks as far as the text matches and returns the matched
+characters and the deepest node reached (a partly matched edge counts, as in `tree.rs`);
+`insert` adds the text for a tenant; `evict` removes a tenant's least recently used leaves
+until its count is within a limit.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+
+class Node:
+    """One edge of the tree and the tenants that reached its end."""
+
+    __slots__ = ("chars", "children", "key", "parent", "tenants", "weights")
+
+    def __init__(self, key: Sequence, weights: Sequence[int] | None, parent: Node | None):
+        self.key = key
+        self.weights = weights
+        self.chars = len(key) if weights is None else sum(weights)
+        self.parent = parent
+        self.children: dict = {}
+        self.tenants: dict[int, float] = {}
+
+
+def _chars(weights: Sequence[int] | None, start: int, stop: int) -> int:
+    return stop - start if weights is None else sum(weights[start:stop])
+
+
+class TenantTree:
+    """The tree, and each tenant's character count."""
+
+    def __init__(self, num_tenants: int):
+        self.root = Node((), None, None)
+        self.root.tenants = dict.fromkeys(range(num_tenants), 0.0)
+        self.tenant_chars = [0] * num_tenants
+
+    def prefix_match(self, units: Sequence, weights: Sequence[int] | None) -> tuple[int, Node]:
+        """Matched characters of the text, and the deepest node the walk reached."""
+        node, position, matched = self.root, 0, 0
+        while position < len(units):
+            child = node.children.get(units[position])
+            if child is None:
+                break
+            edge = child.key
+            limit = min(len(edge), len(units) - position)
+            common = 1
+            while common < limit and edge[common] == units[position + common]:
+                common += 1
+            matched += _chars(weights, position, position + common)
+            position += common
+            node = child
+            if common < len(edge):
+                break
+        return matched, node
+
+    def _split(self, node: Node, at: int) -> Node:
+        """Cut `node`'s edge after `at` units; the head keeps the tenants."""
+        head_weights = None if node.weights is None else node.weights[:at]
+        head = Node(node.key[:at], head_weights, node.parent)
+        head.tenants = dict(node.tenants)
+        assert node.parent is not None
+        node.parent.children[head.key[0]] = head
+        node.key = node.key[at:]
+        node.weights = None if node.weights is None else node.weights[at:]
+        node.chars -= head.chars
+        node.parent = head
+        head.children[node.key[0]] = node
+        return head
+
+    def _visit(self, node: Node, tenant: int, now: float) -> None:
+        if tenant not in node.tenants:
+            self.tenant_chars[tenant] += node.chars
+        node.tenants[tenant] = now
+
+    def insert(self, units: Sequence, weights: Sequence[int] | None, tenant: int, now: float):
+        """Put the text in the tree for `tenant`, refreshing its time along the path."""
+        node, position = self.root, 0
+        node.tenants[tenant] = now
+        while position < len(units):
+            child = node.children.get(units[position])
+            if child is None:
+                rest = None if weights is None else list(weights[position:])
+                leaf = Node(units[position:], rest, node)
+                node.children[units[position]] = leaf
+                self._visit(leaf, tenant, now)
+                return
+            edge = child.key
+            limit = min(len(edge), len(units) - position)
+            common = 1
+            while common < limit and edge[common] == units[position + common]:
+                common += 1
+            if common < len(edge):
+                child = self._split(child, common)
+            self._visit(child, tenant, now)
+            node, position = child, position + common
+
+    def _is_leaf_of(self, node: Node, tenant: int) -> bool:
+        return not any(tenant in child.tenants for child in node.children.values())
+
+    def evict(self, tenant: int, max_chars: int) -> None:
+        """Drop `tenant`'s least recently used leaves until it has at most `max_chars`."""
+        if self.tenant_chars[tenant] <= max_chars:
+            return
+        heap: list[tuple[float, int, Node]] = []
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            stack.extend(child for child in node.children.values() if tenant in child.tenants)
+            if node is not self.root and self._is_leaf_of(node, tenant):
+                heap.append((node.tenants[tenant], id(node), node))
+        heapq.heapify(heap)
+        while heap and self.tenant_chars[tenant] > max_chars:
+            _, _, node = heapq.heappop(heap)
+            del node.tenants[tenant]
+            self.tenant_chars[tenant] -= node.chars
+            parent = node.parent
+            assert parent is not None
+            if not node.tenants and not node.children:
+                del parent.children[node.key[0]]
+            if parent is not self.root and self._is_leaf_of(parent, tenant):
+                heapq.heappush(heap, (parent.tenants[tenant], id(parent), parent))
+
+    def check_integrity(self) -> None:
+        """Each tenant's count is the characters of its nodes; a tenant's node's parent has it."""
+        counts = [0] * len(self.tenant_chars)
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            assert node.tenants or node.children, "a node no tenant holds has children"
+            for tenant in node.tenants:
+                counts[tenant] += node.chars
+                assert node.parent is not None and tenant in node.parent.tenants
+            stack.extend(node.children.values())
+        assert counts == self.tenant_chars, (counts, self.tenant_chars)
