@@ -22,6 +22,8 @@ from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
 
+from pcache.prompt.threads import ThreadedEncoder
+
 Parts = list[str]
 """A text cut at its special tokens: ordinary pieces at even indices ("" between two adjacent
 specials), the special tokens' text at odd ones, as `re.split` with one group returns them."""
@@ -169,9 +171,8 @@ class TiktokenCodec:
         self.encoding = encoding
         self.nfc = nfc
         self.reference = reference
-        self.threads = 1
-        """Threads for a batch of pieces (tiktoken lets go of the GIL while it encodes)."""
-        self._pool: Any = None
+        self.batch = ThreadedEncoder(encoding.encode_ordinary)
+        """Encodes a batch of pieces, on `batch.threads` threads."""
         self._byte_lengths: list[int] | None = None
 
     @property
@@ -184,21 +185,14 @@ class TiktokenCodec:
         return piece
 
     def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
-        encode = self.encoding.encode_ordinary
         if self.nfc:
             pieces = [self.normalized(piece) for piece in pieces]
-        if self.threads <= 1 or len(pieces) < 2 * self.threads:
-            return [encode(piece) for piece in pieces]
-        if self._pool is None or self._pool._max_workers != self.threads:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="pcache-bpe")
-        return list(self._pool.map(encode, pieces, chunksize=max(1, len(pieces) // self.threads)))
+        return self.batch(pieces)
 
     def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
         if piece.isascii():  # every byte is a character: running byte lengths
             if self._byte_lengths is None:
-                self._byte_lengths = _tiktoken_byte_lengths(self.encoding)
+                self._byte_lengths = tiktoken_byte_lengths(self.encoding)
             starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
             starts.pop()
             return starts
@@ -211,10 +205,13 @@ class TiktokenCodec:
         return token_starts(self.encoding.decode_tokens_bytes(ids), False)
 
 
-def _tiktoken_byte_lengths(encoding: Any) -> list[int]:
+def tiktoken_byte_lengths(encoding: Any) -> list[int]:
+    """The byte length of every id of a tiktoken encoding (0 for unused ids)."""
     lengths = [0] * (encoding.max_token_value + 1)
     for token, rank in encoding._mergeable_ranks.items():
         lengths[rank] = len(token)
+    for token, rank in encoding._special_tokens.items():
+        lengths[rank] = len(token.encode("utf-8"))
     return lengths
 
 
