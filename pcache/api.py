@@ -98,6 +98,7 @@ def lint(
     fix: bool = False,
     since: str | None = None,
     progress: Callable[[int], None] | None = None,
+    jobs: int | None = None,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -105,6 +106,7 @@ def lint(
     from `config` (default: the nearest pyproject.toml with a `[tool.pcache]` table at or
     above the working directory); request bodies and SDK objects are linted in order, as the
     lines of one log. `since` (a git revision; paths only) keeps the findings new since then.
+    `jobs`: threads that tokenize (default: one per core); the report does not depend on it.
     """
     from dataclasses import replace
     from pathlib import Path
@@ -137,6 +139,7 @@ def lint(
             profile=profile or settings.profile or defaults.profile,
             block_size=block_size or defaults.block_size,
             date=validate_date(date or defaults.date),
+            jobs=jobs,
         ),
         selection=selection,
         fix=fix,
