@@ -17,6 +17,9 @@ from tests.conftest import run_pcache
 from tests.fixtures import hf_model_dir
 
 WORDS = [
+    *("cache", "prefix", "token", "block", "café", "naïve", "日本語", "😀"),
+    *("<|im_end|>", "<|eot_id|>", "<|end|>", "42", "3.14"),
+]
     "cache",
     "prefix",
     "token",
