@@ -20,20 +20,6 @@ WORDS = [
     *("cache", "prefix", "token", "block", "café", "naïve", "日本語", "😀"),
     *("<|im_end|>", "<|eot_id|>", "<|end|>", "42", "3.14"),
 ]
-    "cache",
-    "prefix",
-    "token",
-    "block",
-    "café",
-    "naïve",
-    "日本語",
-    "😀",
-    "<|im_end|>",
-    "<|eot_id|>",
-    "<|end|>",
-    "42",
-    "3.14",
-]
 
 
 def generated_log(path, requests: int = 3 * RENDER_CHUNK + 5, seed: int = 3) -> None:
