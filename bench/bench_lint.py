@@ -5,16 +5,18 @@ linted with the embedded gpt-oss renderer and with a real Hugging Face template 
     python bench/bench_lint.py --requests 2000 --repeat 5
     python bench/bench_lint.py --kvlint /path/to/kvlint   # also kvlint on the same log + model
     python bench/bench_lint.py --against /tmp/old --shape single   # vs another tree, alternately
+    python bench/bench_lint.py --against /tmp/old --kvlint kvlint  # both shapes, old vs new, kvlint
 
 The Hugging Face model is the Llama 3.1 fixture dir (its tokenizer converted from Meta's
 tiktoken file, its chat template TRL's copy of the original; built offline from pinned wheels
 by tests/fixtures/build_tokenizers.py), or any dir given with `--hf-model`.
 
-Two shapes of log: `sessions` (the default: conversations of 4-16 turns, every request
-repeating its history) and `single` (single-turn requests sharing one system prompt, each with
-its own user turn, so most text is unique). With `--against DIR` (another checkout, e.g.
-`git archive OLD | tar -x -C DIR`) each round also runs that tree's `pcache lint` on the same
-log right after this one's, and the ratios (this / that) are taken within each round.
+Two shapes of log, both by default (`--shape`): `sessions` (conversations of 4-16 turns, every
+request repeating its history) and `single` (10,000 single-turn requests sharing one ~1,500-token
+system prompt, each with its own ~500-token user turn, so most text is unique). With
+`--against DIR` (another checkout, e.g. `git archive OLD | tar -x -C DIR`) each round also runs
+that tree's `pcache lint` (and its stage timing) on the same log right after this one's, and the
+ratios (this / that) are taken within each round.
 
 Each round runs, in this order and each in a fresh process: `pcache lint LOG --format json` for
 every tokenizer under `/usr/bin/time -v` (wall time, user + system CPU time, peak RSS), the same
@@ -194,10 +196,12 @@ def pcache_cli(log: Path, tokenizer: str, root: Path = ROOT) -> dict:
     return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "summary": summary}
 
 
-def pcache_stages(log: Path, tokenizer: str) -> dict:
-    """Time per stage of the same lint, in a fresh process (see `stages_main`)."""
+def pcache_stages(log: Path, tokenizer: str, root: Path = ROOT) -> dict:
+    """Time per stage of the same lint, in a fresh process (see `stages_main`), with the
+    pcache of the checkout `root`."""
     command = [sys.executable, __file__, "--stages-of", str(log), "--tokenizer", tokenizer]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=ENVIRONMENT)
+    environment = {**ENVIRONMENT, "PYTHONPATH": str(root)}
+    result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=environment)
     if result.returncode != 0:
         raise SystemExit(result.stderr[-3000:])
     return json.loads(result.stdout)
@@ -259,7 +263,7 @@ def main() -> None:
     parser.add_argument("--hf-model", help="a Hugging Face model dir (default: Llama 3.1 fixture)")
     parser.add_argument("--kvlint", help="a kvlint executable, run on the same log and model")
     parser.add_argument("--keep", help="write the generated log here instead of a temp folder")
-    parser.add_argument("--shape", choices=("sessions", "single"), default="sessions")
+    parser.add_argument("--shape", choices=("sessions", "single", "both"), default="both")
     parser.add_argument("--against", help="another checkout whose pcache lint runs alternately")
     parser.add_argument("--stages-of", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", default="gpt-oss", help=argparse.SUPPRESS)
@@ -274,34 +278,47 @@ def main() -> None:
 
         hf_model = str(build(["llama3.1"])["llama3.1"])
     tokenizers = {"gpt-oss": "gpt-oss", "llama3.1 (HF template)": hf_model}
+    shapes = ("sessions", "single") if args.shape == "both" else (args.shape,)
     print(f"before: {conditions()}")
     with tempfile.TemporaryDirectory() as folder:
-        log = Path(args.keep) if args.keep else Path(folder) / "bench.jsonl"
-        (generate_single if args.shape == "single" else generate)(log, args.requests)
-        print(f"log: {args.requests} requests, {log.stat().st_size / 2**20:.0f} MiB; {hf_model}")
-        rounds: list[dict] = []
-        for number in range(args.repeat):
-            row: dict = {}
-            for label, tokenizer in tokenizers.items():
-                row[label] = pcache_cli(log, tokenizer)
-                row[label]["stages"] = pcache_stages(log, tokenizer)
-                if args.against:
-                    row[f"{label} against"] = pcache_cli(log, tokenizer, Path(args.against))
-            if args.kvlint:
-                row["kvlint"] = kvlint_cli(args.kvlint, log, hf_model, Path(folder) / "kv.json")
-            rounds.append(row)
-            walls = ", ".join(f"{label} {row[label]['wall_s']:.1f}s" for label in row)
-            print(f"round {number + 1}: {walls}")
-    print(f"after: {conditions()}")
-    print(f"medians of {args.repeat} rounds (min-max):")
+        for shape in shapes:
+            name = f"bench-{shape}.jsonl"
+            log = Path(args.keep) / name if args.keep else Path(folder) / name
+            (generate_single if shape == "single" else generate)(log, args.requests)
+            size = log.stat().st_size / 2**20
+            print(f"log {shape}: {args.requests} requests, {size:.0f} MiB; {hf_model}")
+            rounds = run_rounds(args, log, tokenizers, hf_model, Path(folder))
+            print(f"after {shape}: {conditions()}")
+            summarize(args, shape, rounds, tokenizers)
+
+
+def run_rounds(args, log: Path, tokenizers: dict, hf_model: str, folder: Path) -> list[dict]:
+    """The rounds on one log: this tree, then the other (`--against`), then kvlint, per
+    tokenizer, alternately."""
+    rounds: list[dict] = []
+    for number in range(args.repeat):
+        row: dict = {}
+        for label, tokenizer in tokenizers.items():
+            row[label] = pcache_cli(log, tokenizer)
+            row[label]["stages"] = pcache_stages(log, tokenizer)
+            if args.against:
+                other = Path(args.against)
+                row[f"{label} against"] = pcache_cli(log, tokenizer, other)
+                row[f"{label} against"]["stages"] = pcache_stages(log, tokenizer, other)
+        if args.kvlint:
+            row["kvlint"] = kvlint_cli(args.kvlint, log, hf_model, folder / "kv.json")
+        rounds.append(row)
+        walls = ", ".join(f"{label} {row[label]['wall_s']:.1f}s" for label in row)
+        print(f"round {number + 1}: {walls}; load average {os.getloadavg()[0]:.2f}")
+    return rounds
+
+
+def summarize(args, shape: str, rounds: list[dict], tokenizers: dict) -> None:
+    print(f"{shape}: medians of {args.repeat} rounds (min-max):")
     for label in tokenizers:
         runs = [row[label] for row in rounds]
         summary = runs[0]["summary"]
         tokens = summary["prompt_tokens"]
-        stages = {
-            stage: spread([run["stages"]["stages_s"][stage] for run in runs])
-            for stage in runs[0]["stages"]["stages_s"]
-        }
         print(
             f"  pcache lint, {label}: wall {spread([r['wall_s'] for r in runs], 1)} s,"
             f" CPU {spread([r['cpu_s'] for r in runs], 1)} s,"
@@ -310,12 +327,15 @@ def main() -> None:
             f" cacheable {summary['cacheable_ratio']:.2%},"
             f" findings { ({row['code']: row['count'] for row in summary['rules']}) }"
         )
-        print(f"    stages (s): {json.dumps(stages)}")
+        print(f"    stages (s): {json.dumps(stage_spreads(runs))}")
         print(f"    segment cache: {json.dumps(runs[0]['stages']['segment_cache'])}")
     if args.against:
         print(f"  against {args.against} (this tree / that one, within each round):")
         for label in tokenizers:
             other = [row[f"{label} against"] for row in rounds]
+            same = other[0]["summary"] == rounds[0][label]["summary"]
+            print(f"    {label}: that tree's stages (s): {json.dumps(stage_spreads(other))}")
+            print(f"    {label}: same summary as that tree: {same}")
             for measure in ("wall_s", "cpu_s", "rss_mib"):
                 ratios = [row[label][measure] / row[f"{label} against"][measure] for row in rounds]
                 print(
@@ -334,6 +354,13 @@ def main() -> None:
         for measure in ("wall_s", "cpu_s"):
             ratios = [row[label][measure] / row["kvlint"][measure] for row in rounds]
             print(f"  pcache/kvlint {measure[:-2]} ratio, same log and model: {spread(ratios, 3)}")
+
+
+def stage_spreads(runs: list[dict]) -> dict[str, str]:
+    return {
+        stage: spread([run["stages"]["stages_s"][stage] for run in runs])
+        for stage in runs[0]["stages"]["stages_s"]
+    }
 
 
 if __name__ == "__main__":

@@ -1,9 +1,19 @@
 """Tokenize + hash a ~100k-token chat request with the default tokenizer (gpt-oss): median of N.
 
 Run: python bench/bench_tokenize.py [--runs 5] [--tokens 100000]
+     python bench/bench_tokenize.py --fixtures [--runs 3]   # tiktoken fast path vs tokenizers
 Target: < 1 s for the whole path (render the harmony format, tokenize with o200k_harmony, map
 token starts, chain the block hashes). The encoding is loaded once beforehand; its load time is
 printed separately. Phases are timed in the same run so their shares can be compared.
+
+`--fixtures`: tokens per second of every Hugging Face tokenizer fixture (tests/fixtures), on
+the same pieces (pcache's source files and a multilingual, whitespace- and digit-heavy text,
+cut into ~2,000-character pieces as a log's new turns are, and at the added tokens), encoded by
+tiktoken over the converted tokenizer.json (one thread, and `--jobs` threads) and by
+`tokenizers` (one `encode` per piece, and one `encode_batch_fast` call on its own threads),
+alternately, median of N with min-max; CPU seconds (all threads) beside wall seconds, and
+tokens per CPU second, since on a shared machine the wall time says more about the other work
+than about this. The ids are checked equal.
 """
 
 from __future__ import annotations
@@ -90,11 +100,80 @@ def timed(function, *args) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def fixture_pieces() -> list[str]:
+    root = Path(__file__).resolve().parent.parent / "pcache"
+    text = "".join(path.read_text(encoding="utf-8") for path in sorted(root.rglob("*.py")))
+    text += "Zürich café naïve — 東京の天気は晴れ。данные 1234567 3.14159 🙂🙂\n\t  \u00a0x " * 400
+    return [text[start : start + 2000] for start in range(0, len(text), 2000)]
+
+
+def fixtures_main(runs: int, jobs: int) -> None:
+
+    from tests.fixtures.build_tokenizers import build
+
+    pieces = fixture_pieces()
+    print(f"{len(pieces)} pieces, {sum(map(len, pieces)):,} characters; load average"
+          f" {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs")  # fmt: skip
+    for name, directory in build().items():
+        measure_fixture(name, directory, pieces, runs, jobs)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def measure_fixture(name: str, directory: Path, pieces: list[str], runs: int, jobs: int) -> None:
+    """One fixture's tokens per second, each way, alternately (see `--fixtures`)."""
+    from tokenizers import Tokenizer
+
+    renderer = resolve_renderer(str(directory))
+    assert renderer.fast is not None, renderer.encoder_path
+    encoder = renderer.piece_encoder()
+    codec = encoder.codec
+    pieces = [part for piece in pieces for part in encoder.parts(piece)[::2] if part]
+    reference = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    expected = [e.ids for e in reference.encode_batch_fast(pieces, add_special_tokens=False)]
+    tokens = sum(map(len, expected))
+
+    def tiktoken_threads(threads: int):
+        codec.batch.threads = threads
+        return codec.encode_pieces(pieces)
+
+    ways = {
+        "tiktoken, 1 thread": lambda: tiktoken_threads(1),
+        f"tiktoken, {jobs} threads": lambda: tiktoken_threads(jobs),
+        "tokenizers encode, 1 call per piece": lambda: [
+            reference.encode(piece, add_special_tokens=False).ids for piece in pieces
+        ],
+        "tokenizers encode_batch_fast": lambda: [
+            e.ids for e in reference.encode_batch_fast(pieces, add_special_tokens=False)
+        ],
+    }
+    walls: dict[str, list[float]] = {way: [] for way in ways}
+    cpus: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(runs):
+        for way, encode in ways.items():
+            cpu, wall = time.process_time(), time.perf_counter()
+            result = encode()
+            walls[way].append(time.perf_counter() - wall)
+            cpus[way].append(time.process_time() - cpu)
+            assert result == expected, f"{name}: {way} gives other ids"
+    print(f"{name}: {tokens:,} tokens, {renderer.encoder_path}")
+    for way in ways:
+        wall = statistics.median(walls[way])
+        cpu = statistics.median(cpus[way])
+        print(f"  {way:<36} {tokens / wall / 1e6:6.2f} M tokens/s wall"
+              f" ({wall:.3f} s, {min(walls[way]):.3f}-{max(walls[way]):.3f}),"
+              f" {tokens / cpu / 1e6:6.2f} M tokens per CPU second ({cpu:.3f} s)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=100_000)
+    parser.add_argument("--fixtures", action="store_true", help="fast path vs tokenizers")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
+    if args.fixtures:
+        fixtures_main(args.runs, args.jobs)
+        return
 
     load_seconds, renderer = timed(resolve_renderer, "gpt-oss")
     body = long_request(args.tokens)

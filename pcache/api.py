@@ -113,6 +113,7 @@ def lint(
     fix: bool = False,
     since: str | None = None,
     progress: Callable[[int], None] | None = None,
+    jobs: int | None = None,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -120,6 +121,7 @@ def lint(
     from `config` (default: the nearest pyproject.toml with a `[tool.pcache]` table at or
     above the working directory); request bodies and SDK objects are linted in order, as the
     lines of one log. `since` (a git revision; paths only) keeps the findings new since then.
+    `jobs`: threads that tokenize (default: one per core); the report does not depend on it.
     """
     from dataclasses import replace
     from pathlib import Path
@@ -146,6 +148,7 @@ def lint(
     fix = check.flag("lint", "fix", fix)
     since = check.text("lint", "since", since)
     progress = check.callback("lint", "progress", progress)
+    jobs = check.integer("lint", "jobs", jobs, 1, 1024)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
         raise check.ArgumentValueError(
@@ -173,6 +176,7 @@ def lint(
                 profile=profile or settings.profile or defaults.profile,
                 block_size=defaults.block_size if block_size is None else block_size,
                 date=defaults.date if date is None else date,
+                jobs=jobs,
             ),
             selection=selection,
             fix=fix,

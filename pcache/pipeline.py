@@ -44,6 +44,10 @@ class WithSettings:
     def date(self) -> str:
         return self.settings.date
 
+    @property
+    def jobs(self) -> int | None:
+        return self.settings.jobs
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -57,8 +61,13 @@ class Settings:
     add_generation_prompt: bool = True
     profile: str = DEFAULT_PROFILE
     """The cache whose reuse rules price what lint and the report find (`--profile`)."""
+    jobs: int | None = None
+    """Threads that encode a chunk's new text (`--jobs`; None: one per core). The results do
+    not depend on it."""
 
     def __post_init__(self) -> None:
+        if self.jobs is not None and self.jobs < 1:
+            raise UsageError(f"--jobs must be at least 1, got {self.jobs}")
         HashSettings(algo=self.hash_algo, block_size=self.block_size)  # validates both
         validate_date(self.date)
         if self.profile not in PROFILE_NAMES:
@@ -109,6 +118,43 @@ class BlockHashReport:
             tokenizer=hashed.rendered.renderer,
             block_hashes=[digest.hex() for digest in hashed.hashes],
         )
+
+
+RENDER_CHUNK = 64
+"""Requests rendered before their text is encoded together (`RenderStage`)."""
+
+
+class RenderStage:
+    """Renders a chunk of requests, then encodes the pieces none of them had before in one
+    batch, on `jobs` threads (tiktoken and `tokenizers` let go of the GIL; rendering, which is
+    Python, stays on the calling thread). Each request's `encode_segments` then reads its
+    pieces from the cache, so the ids are those of encoding each request alone."""
+
+    def __init__(self, renderer: Any, options: RenderOptions, jobs: int | None = None):
+        from pcache.prompt.segment_cache import SegmentCachedRenderer
+        from pcache.prompt.threads import default_jobs
+
+        self.renderer = renderer
+        self.options = options
+        self.enabled = isinstance(renderer, SegmentCachedRenderer) and renderer.enabled
+        if self.enabled:
+            renderer.set_jobs(jobs or default_jobs())
+
+    def prepare(self, requests: list[Request]) -> list[tuple[str, Any] | None]:
+        """Each request's rendered text and deferred spans (None: left to the caller, as a
+        request the template refuses, which fails again where the caller renders it)."""
+        if not self.enabled:
+            return [None] * len(requests)
+        from pcache.errors import InputError
+
+        texts: list[tuple[str, Any] | None] = []
+        for request in requests:
+            try:
+                texts.append(self.renderer.render_text_deferred(request, self.options))
+            except InputError:
+                texts.append(None)
+        self.renderer.prefetch([text[0] for text in texts if text is not None])
+        return texts
 
 
 def iter_requests(path: str | os.PathLike[str]) -> Iterator[Request]:

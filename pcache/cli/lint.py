@@ -11,6 +11,9 @@ from pcache.cli.options import (
     DEFAULT_DATE,
     BlockSizeOpt,
     DateOpt,
+    JobsOpt,
+    VerboseOpt,
+    say_encoder,
 )
 from pcache.defaults import PROFILE_NAMES
 
@@ -71,6 +74,8 @@ def lint_command(
             "--diff", metavar="BASE", help="Only findings the files did not have at git BASE."
         ),
     ] = None,
+    jobs: JobsOpt = None,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -94,6 +99,13 @@ def lint_command(
         return
     if not paths:
         raise UsageError("no input: pass files, directories, or - for stdin")
+    if verbose:
+        from pathlib import Path
+
+        from pcache.rules.config import find_config, load_config
+
+        configured = load_config(Path(config) if config else find_config(Path.cwd())).tokenizer
+        say_encoder(tokenizer or configured)
     with lint_output.progress(enabled=format not in ("json", "sarif")) as advance:
         report = lint(
             paths,
@@ -108,6 +120,7 @@ def lint_command(
             fix=fix,
             since=diff,
             progress=advance,
+            jobs=jobs,
         )
     lint_output.print_report(report, format)
     if report.failing and not exit_zero:

@@ -85,6 +85,31 @@ DateOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: text or json.")]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        help="Threads that tokenize the requests' text (default: one per core); the results"
+        " do not depend on it.",
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", help="Say on stderr how text is tokenized (tiktoken or tokenizers, and why)."
+    ),
+]
+
+
+def say_encoder(tokenizer: str | None) -> None:
+    """`--verbose`: one line on stderr naming the tokenizer and the library that encodes."""
+    from pcache.cli.console import stderr
+    from pcache.prompt.render import encoder_path, resolve_renderer
+
+    renderer = resolve_renderer(tokenizer)
+    stderr.print(f"pcache: tokenizer {renderer.name}: encoded by {encoder_path(renderer)}")
 
 
 def check_text_or_json(format: str) -> None:

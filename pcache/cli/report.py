@@ -15,6 +15,9 @@ from pcache.cli.options import (
     DEFAULT_TOKENIZER,
     BlockSizeOpt,
     DateOpt,
+    JobsOpt,
+    VerboseOpt,
+    say_encoder,
 )
 from pcache.defaults import PROFILE_NAMES
 
@@ -67,6 +70,8 @@ def report_command(
     format: Annotated[
         str, typer.Option("--format", "-f", help="html (the page) or json (the data behind it).")
     ] = "html",
+    jobs: JobsOpt = None,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Write one HTML page (everything inline, opens offline) of what breaks the cache.
 
@@ -86,12 +91,18 @@ def report_command(
         raise UsageError("--format html writes a file: give -o report.html")
     if not to_stdout:
         check_writable(output)
+    if verbose:
+        say_encoder(tokenizer)
     options = ReportOptions(
         paths=list(paths),
         replay_files=list(replay or []),
         calibration=calibration,
         settings=Settings(
-            tokenizer=tokenizer, profile=profile, block_size=block_size, date=validate_date(date)
+            tokenizer=tokenizer,
+            profile=profile,
+            block_size=block_size,
+            date=validate_date(date),
+            jobs=jobs,
         ),
         model=model,
         sweep_points=sweep_points,

@@ -35,7 +35,9 @@ from pcache.prompt.tokenizer import RenderOptions
 
 LAYOUT_VERSION = "pcache-harmony-gpt-oss-v1"
 """Bump when the rendered layout changes: it is bound into pcache's hash namespace."""
-_REMEMBERED_LAYOUTS = 8
+_REMEMBERED_LAYOUTS = 512
+"""Texts whose markers are kept: a render stage renders a chunk of requests before it encodes them
+(`pcache.pipeline.RENDER_CHUNK`)."""
 _without_continuation_bytes = methodcaller("translate", None, bytes(range(0x80, 0xC0)))
 _IS_CONTINUATION = bytes(1 if 0x80 <= byte < 0xC0 else 0 for byte in range(256))
 

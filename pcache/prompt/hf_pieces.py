@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
+
+from pcache.prompt.threads import ThreadedEncoder
 
 Parts = list[str]
 """A text cut at its special tokens: ordinary pieces at even indices ("" between two adjacent
@@ -26,15 +30,18 @@ specials), the special tokens' text at odd ones, as `re.split` with one group re
 
 
 class HFPieces:
-    """Cuts text at a tokenizer's non-normalized added tokens; encodes the pieces between."""
+    """Cuts text at a tokenizer's non-normalized added tokens; encodes the pieces between with
+    `codec` (`tokenizers` itself, or tiktoken where it is exact: `TiktokenCodec`)."""
 
-    def __init__(self, tokenizer: Any, matched: list[str], cut_ids: dict[str, int]):
-        self.tokenizer = tokenizer
+    def __init__(self, codec: Any, matched: list[str], cut_ids: dict[str, int]):
+        self.codec = codec
         self.special_ids = cut_ids
         self.splitter = re.compile(f"({longest_match_pattern(matched)})") if matched else None
         self.every_match_cuts = len(cut_ids) == len(matched)
-        self._byte_lengths: list[int] | None = None
-        self._ascii_offsets = _offsets_are_byte_lengths(tokenizer)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.codec.tokenizer
 
     @classmethod
     def of(cls, tokenizer: Any) -> HFPieces | None:
@@ -43,18 +50,37 @@ class HFPieces:
             json.loads(tokenizer.pre_tokenizer.__getstate__())
         ):
             return None
-        text_specials = tokenizer.encode_special_tokens
+        added = [
+            {
+                "content": token.content,
+                "id": tokenizer.token_to_id(token.content),
+                "special": token.special,
+                "normalized": token.normalized,
+                "lstrip": token.lstrip,
+                "rstrip": token.rstrip,
+                "single_word": token.single_word,
+            }
+            for token in tokenizer.get_added_tokens_decoder().values()
+        ]
+        return cls.of_added(TokenizersCodec(tokenizer), added, tokenizer.encode_special_tokens)
+
+    @classmethod
+    def of_added(
+        cls, codec: Any, added: list[dict[str, Any]], text_specials: bool = False
+    ) -> HFPieces | None:
+        """The piece encoder over `codec` that cuts at the added tokens (as tokenizer.json
+        lists them); None when one of them matches only in context."""
         matched: list[str] = []
         cut_ids: dict[str, int] = {}
-        for token in tokenizer.get_added_tokens_decoder().values():
-            if token.normalized or not token.content:
+        for token in added:
+            if token.get("normalized") or not token.get("content"):
                 continue
-            if token.lstrip or token.rstrip or token.single_word:
+            if token.get("lstrip") or token.get("rstrip") or token.get("single_word"):
                 return None
-            matched.append(token.content)
-            if not (token.special and text_specials):
-                cut_ids[token.content] = tokenizer.token_to_id(token.content)
-        return cls(tokenizer, matched, cut_ids)
+            matched.append(token["content"])
+            if not (token.get("special") and text_specials):
+                cut_ids[token["content"]] = token["id"]
+        return cls(codec, matched, cut_ids)
 
     def parts(self, text: str) -> Parts:
         """The text cut at its added tokens. A special token read as text
@@ -74,12 +100,57 @@ class HFPieces:
         return merged
 
     def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
+        """Ids of each piece, in one batch."""
+        return self.codec.encode_pieces(pieces)
+
+    def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
+        """Each token's first character in `piece` (never before the previous token's)."""
+        return self.codec.piece_starts(piece, ids)
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of a whole text: its pieces' ids with the cut tokens' ids between."""
+        parts = self.parts(text)
+        pieces = list(dict.fromkeys(part for part in parts[::2] if part))
+        ids_of = dict(zip(pieces, self.encode_pieces(pieces), strict=True))
+        token_ids: list[int] = []
+        for index, part in enumerate(parts):
+            if index % 2:
+                token_ids.append(self.special_ids[part])
+            elif part:
+                token_ids += ids_of[part]
+        return token_ids
+
+    def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
+        parts = self.parts(text)
+        token_ids: list[int] = []
+        starts: list[int] = []
+        offset = 0
+        for index, part in enumerate(parts):
+            if index % 2:
+                token_ids.append(self.special_ids[part])
+                starts.append(offset)
+            elif part:
+                ids = self.encode_pieces([part])[0]
+                token_ids += ids
+                starts += (offset + start for start in self.piece_starts(part, ids))
+            offset += len(part)
+        return token_ids, starts
+
+
+class TokenizersCodec:
+    """Pieces encoded by `tokenizers` (its batch call runs on its own threads)."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self._byte_lengths: list[int] | None = None
+        self._ascii_offsets = _offsets_are_byte_lengths(tokenizer)
+
+    def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
         """Ids of each piece, in one batch (threads; no offsets, which cost time)."""
         encodings = self.tokenizer.encode_batch_fast(pieces, add_special_tokens=False)
         return [encoding.ids for encoding in encodings]
 
     def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
-        """Each token's first character in `piece` (never before the previous token's)."""
         if self._ascii_offsets and piece.isascii():  # a byte is a character
             if self._byte_lengths is None:
                 self._byte_lengths = _byte_lengths(self.tokenizer)
@@ -89,6 +160,59 @@ class HFPieces:
         encoding = self.tokenizer.encode(piece, add_special_tokens=False)
         assert encoding.ids == ids
         return monotonic_starts(encoding.offsets)
+
+
+class TiktokenCodec:
+    """Pieces encoded by tiktoken over a converted tokenizer.json (`tiktoken_bpe`), NFC first
+    when the tokenizer normalizes so. `reference` loads the `tokenizers` tokenizer, needed only
+    for the starts of a piece that NFC changes."""
+
+    def __init__(self, encoding: Any, nfc: bool, reference: Callable[[], Any]):
+        self.encoding = encoding
+        self.nfc = nfc
+        self.reference = reference
+        self.batch = ThreadedEncoder(encoding.encode_ordinary)
+        """Encodes a batch of pieces, on `batch.threads` threads."""
+        self._byte_lengths: list[int] | None = None
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.reference()
+
+    def normalized(self, piece: str) -> str:
+        if self.nfc and not piece.isascii():
+            return unicodedata.normalize("NFC", piece)
+        return piece
+
+    def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
+        if self.nfc:
+            pieces = [self.normalized(piece) for piece in pieces]
+        return self.batch(pieces)
+
+    def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
+        if piece.isascii():  # every byte is a character: running byte lengths
+            if self._byte_lengths is None:
+                self._byte_lengths = tiktoken_byte_lengths(self.encoding)
+            starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
+            starts.pop()
+            return starts
+        if self.normalized(piece) != piece:  # offsets into the original text: tokenizers'
+            encoding = self.reference().encode(piece, add_special_tokens=False)
+            assert encoding.ids == ids
+            return monotonic_starts(encoding.offsets)
+        from pcache.prompt.harmony import token_starts
+
+        return token_starts(self.encoding.decode_tokens_bytes(ids), False)
+
+
+def tiktoken_byte_lengths(encoding: Any) -> list[int]:
+    """The byte length of every id of a tiktoken encoding (0 for unused ids)."""
+    lengths = [0] * (encoding.max_token_value + 1)
+    for token, rank in encoding._mergeable_ranks.items():
+        lengths[rank] = len(token)
+    for token, rank in encoding._special_tokens.items():
+        lengths[rank] = len(token.encode("utf-8"))
+    return lengths
 
 
 def monotonic_starts(offsets: list[tuple[int, int]]) -> list[int]:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pcache.errors import InputError, RequestTemplateError, TokenizerError
-from pcache.files import read_text
+from pcache.files import read_input, read_text
 from pcache.prompt.chat_jinja import (
     TemplateLimitExceeded,
     TemplateRaised,
@@ -25,17 +26,17 @@ from pcache.prompt.chat_jinja import (
     template_messages,
 )
 from pcache.prompt.codec import (
-    NO_PROMPT_TOKENS,
     PromptTokens,
     load_tokenizer,
     one_line,
     prompt_tokens,
 )
 from pcache.prompt.hf_files import ModelFiles, locate_model_files
-from pcache.prompt.hf_pieces import HFPieces, monotonic_starts
+from pcache.prompt.hf_pieces import HFPieces, TiktokenCodec, monotonic_starts
 from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.tiktoken_bpe import FastBPE, fast_bpe, fast_path_allowed
 from pcache.prompt.tokenizer import Renderer, RenderOptions, TemplateRenderer
 
 SPECIAL_TOKEN_NAMES = (
@@ -62,17 +63,30 @@ class HFTemplateRenderer:
         templates: dict[str, str],
         special_tokens: dict[str, str],
         tokenizer_digest: str,
-        prompt_tokens: PromptTokens = NO_PROMPT_TOKENS,
+        fast: FastBPE | None = None,
+        slow_reason: str = "",
     ):
+        """`tokenizer`: the `tokenizers` tokenizer, or (with `fast`, which encodes without
+        it) a function that loads it when it is first needed. `slow_reason`: why there is no
+        `fast`, for `encoder_path`."""
         assert "default" in templates or len(templates) == 1 or "tool_use" in templates
         self.label = label
-        self.tokenizer = tokenizer
+        self._tokenizer = None if fast is not None else tokenizer
+        self._load_tokenizer = tokenizer if fast is not None else None
         self.templates = templates
         self.special_tokens = special_tokens
-        self.prompt_tokens = prompt_tokens
+        self._prompt_tokens: PromptTokens | None = None
         self.name = f"hf:{label}@{tokenizer_digest[:12]}"
         self.template_digest = _digest_templates(templates)
-        self._pieces = HFPieces.of(tokenizer)
+        self.fast = fast
+        if fast is not None:
+            codec = TiktokenCodec(fast.encoding, fast.converted.nfc, lambda: self.tokenizer)
+            self._pieces = HFPieces.of_added(codec, fast.converted.added)
+            assert self._pieces is not None, "a convertible tokenizer cuts into pieces"
+            self.encoder_path = "tiktoken (byte-level BPE converted from tokenizer.json)"
+        else:
+            self._pieces = HFPieces.of(self.tokenizer)
+            self.encoder_path = f"tokenizers ({slow_reason or 'not a convertible BPE'})"
         environment = make_environment()
         self._compiled: dict[str, Any] = {}
         for key, source in templates.items():
@@ -136,14 +150,35 @@ class HFTemplateRenderer:
             ) from None
         return text, DeferredSpans(text, request, render_messages)
 
+    @property
+    def tokenizer(self) -> Any:
+        """The `tokenizers` tokenizer (loaded on first use when tiktoken encodes)."""
+        if self._tokenizer is None:
+            assert self._load_tokenizer is not None
+            self._tokenizer = self._load_tokenizer()
+        return self._tokenizer
+
+    @property
+    def prompt_tokens(self) -> PromptTokens:
+        """What the tokenizer's post-processor puts around a text prompt (found on first use)."""
+        if self._prompt_tokens is None:
+            self._prompt_tokens = prompt_tokens(self.tokenizer)
+        return self._prompt_tokens
+
     def piece_encoder(self) -> HFPieces | None:
         """Encodes the pieces between added tokens apart (None if this tokenizer cannot)."""
         return self._pieces
 
     def encode(self, text: str) -> list[int]:
+        if self.fast is not None:
+            assert self._pieces is not None
+            return self._pieces.encode(text)
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_with_starts(self, text: str) -> tuple[list[int], list[int]]:
+        if self.fast is not None:
+            assert self._pieces is not None
+            return self._pieces.encode_with_starts(text)
         encoding = self.tokenizer.encode(text, add_special_tokens=False)
         return encoding.ids, monotonic_starts(encoding.offsets)
 
@@ -154,13 +189,29 @@ class HFTemplateRenderer:
 def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     """The renderer of a local model directory or a hub id (from the local cache first)."""
     files = locate_model_files(name_or_path)
-    tokenizer, data = load_tokenizer(files.tokenizer)
     config = _read_json(files.config) if files.config else {}
     templates = _templates(files, config)
     special_tokens = _special_tokens(files, config)
-    around = prompt_tokens(tokenizer)
+    data = read_input(files.tokenizer, what="tokenizer.json")
     digest = hashlib.sha256(data).hexdigest()
-    return HFTemplateRenderer(files.label, tokenizer, templates, special_tokens, digest, around)
+    fast = fast_bpe(data, digest, files.label) if fast_path_allowed() else None
+    if isinstance(fast, FastBPE):
+        tokenizer: Any = partial(_tokenizer_of, files.tokenizer, digest)
+        return HFTemplateRenderer(files.label, tokenizer, templates, special_tokens, digest, fast)
+    tokenizer, data = load_tokenizer(files.tokenizer)
+    digest = hashlib.sha256(data).hexdigest()
+    reason = fast or "PCACHE_TOKENIZERS=1 is set"
+    return HFTemplateRenderer(
+        files.label, tokenizer, templates, special_tokens, digest, slow_reason=reason
+    )
+
+
+def _tokenizer_of(path: Path, digest: str) -> Any:
+    """The `tokenizers` tokenizer of a file read before (whose sha256 was `digest`)."""
+    tokenizer, data = load_tokenizer(path)
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise TokenizerError(f"{path}: changed while pcache was reading it")
+    return tokenizer
 
 
 def template_calls_clock(renderer: Renderer, request: Request | None = None) -> bool:

@@ -29,6 +29,17 @@ def resolve_renderer(name: str | None = None) -> Renderer:
     return load_hf_renderer(name)
 
 
+def encoder_path(renderer: Renderer) -> str:
+    """Which library encodes the renderer's text, and why (`--verbose`)."""
+    path = getattr(renderer, "encoder_path", None)
+    if isinstance(path, str):
+        return path
+    encoding = getattr(renderer, "encoding", None)
+    if encoding is not None:
+        return f"tiktoken ({encoding.name})"
+    return type(renderer).__name__
+
+
 def render(
     request: Request, renderer: Renderer, options: RenderOptions | None = None
 ) -> RenderedPrompt:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
+from pcache.prompt.threads import ThreadedEncoder
 from pcache.prompt.tokenizer import (
     DeferredRenderer,
     MarkedRenderer,
@@ -64,13 +65,9 @@ class PieceEncoder(Protocol):
 def _vocabulary_lengths(encoding: Any) -> list[int]:
     """Byte length of every token id of an encoding (0 for unused ids), computed once."""
     if encoding.name not in _LENGTHS:
-        lengths = [0] * (encoding.max_token_value + 1)
-        for token in range(encoding.max_token_value + 1):
-            try:
-                lengths[token] = len(encoding.decode_single_token_bytes(token))
-            except KeyError:
-                continue
-        _LENGTHS[encoding.name] = lengths
+        from pcache.prompt.hf_pieces import tiktoken_byte_lengths
+
+        _LENGTHS[encoding.name] = tiktoken_byte_lengths(encoding)
     return _LENGTHS[encoding.name]
 
 
@@ -87,6 +84,8 @@ class TiktokenPieces:
         self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
         self.splitter = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
         self._byte_lengths: list[int] | None = None
+        self.batch = ThreadedEncoder(encoding.encode_ordinary)
+        """Encodes a batch of pieces, on `batch.threads` threads."""
 
     @classmethod
     def of(cls, renderer: Renderer) -> TiktokenPieces | None:
@@ -109,9 +108,8 @@ class TiktokenPieces:
         return parts
 
     def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
-        # one call each: tiktoken's batch call starts a thread pool, which costs more than
-        # the few pieces a request adds
-        return [self.encoding.encode_ordinary(piece) for piece in pieces]
+        # not tiktoken's batch call: it starts a thread pool per call
+        return self.batch(pieces)
 
     def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
         if piece.isascii():  # every byte is a character: running byte lengths
@@ -155,6 +153,8 @@ class SegmentCachedRenderer:
         self.encoder = piece_encoder_of(renderer)
         self._deferred = isinstance(renderer, DeferredRenderer)
         self.enabled = self.encoder is not None
+        self._prefetched: dict[str, Parts] = {}
+        """The cuts of the texts `prefetch` was given, until `segments` asks for them."""
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
         return self.inner.render_text(request, options)
@@ -171,9 +171,36 @@ class SegmentCachedRenderer:
     def decode(self, token_ids: list[int]) -> str:
         return self.inner.decode(token_ids)
 
+    def set_jobs(self, jobs: int) -> None:
+        """Encode a batch of new pieces on `jobs` threads (where the encoder can)."""
+        batch = getattr(self.encoder, "batch", None) or getattr(
+            getattr(self.encoder, "codec", None), "batch", None
+        )
+        if batch is not None:
+            batch.threads = max(1, jobs)
+
+    def prefetch(self, texts: list[str]) -> None:
+        """Encode the pieces of all `texts` that are not cached yet, in one batch: the later
+        `encode_segments` of each text reads them from the cache."""
+        if self.encoder is None:
+            return
+        cache = self.pieces
+        missing: dict[str, None] = {}
+        self._prefetched.clear()
+        for text in texts:
+            parts = self.encoder.parts(text)
+            if parts is not None:
+                self._prefetched[text] = parts
+                missing.update((piece, None) for piece in parts[::2] if piece not in cache)
+        if missing:
+            self._entries(list(missing))  # counted as misses; their later reads as hits
+
     def segments(self, text: str) -> Parts | None:
         """The text cut where the wrapped renderer's encoder cuts it; None: not cacheable."""
-        return self.encoder.parts(text) if self.encoder is not None else None
+        if self.encoder is None:
+            return None
+        parts = self._prefetched.pop(text, None)
+        return parts if parts is not None else self.encoder.parts(text)
 
     # -- encoding --------------------------------------------------------------------------
 

@@ -54,13 +54,21 @@ def segments_of(renderer: Renderer) -> bool:
 class RequestContext:
     """One request and lazily computed renders of it."""
 
-    def __init__(self, request: Request, settings: LintSettings, session: str = ""):
+    def __init__(
+        self,
+        request: Request,
+        settings: LintSettings,
+        session: str = "",
+        text: tuple[str, DeferredSpans] | None = None,
+    ):
+        """`text`: the request's rendered text and spans, when rendered before
+        (`pcache.pipeline.RenderStage`)."""
         self.request = request
         self.settings = settings
         self.session = session
         self.identity = identity_of(request)
         self._rendered: RenderedPrompt | None = None
-        self._text: tuple[str, DeferredSpans] | None = None
+        self._text: tuple[str, DeferredSpans] | None = text
         self._token_ids: list[int] | None = None
         self._segments: Any = None
         self._slots: list[tuple[tuple, str, str]] | None = None
@@ -69,7 +77,7 @@ class RequestContext:
 
     @property
     def is_chat(self) -> bool:
-        return self.request.kind in (KIND_OPENAI, KIND_ANTHROPIC)
+        return is_chat(self.request)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -96,7 +104,8 @@ class RequestContext:
             renderer = self.settings.renderer
             if not self.is_chat or not segments_of(renderer):
                 return self.rendered.token_ids
-            self._text = renderer.render_text_deferred(self.request, self.settings.options())
+            if self._text is None:
+                self._text = renderer.render_text_deferred(self.request, self.settings.options())
             self._token_ids, self._segments = renderer.encode_segments(self._text[0])
         return self._token_ids
 
@@ -268,6 +277,11 @@ class LintContext:
     @property
     def settings(self) -> LintSettings:
         return self.current.settings
+
+
+def is_chat(request: Request) -> bool:
+    """Whether the request is rendered by the chat template (else its text or ids are used)."""
+    return request.kind in (KIND_OPENAI, KIND_ANTHROPIC)
 
 
 def identity_of(request: Request) -> str:

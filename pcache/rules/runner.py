@@ -7,13 +7,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from pcache.cache.profiles import load_profile
 from pcache.divergence.classify import explain
 from pcache.errors import InputError, UsageError
-from pcache.pipeline import Settings, WithSettings
+from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
@@ -29,6 +30,7 @@ from pcache.rules.context import (
     LintSettings,
     RequestContext,
     SessionHead,
+    is_chat,
 )
 from pcache.rules.cost import MIN_SHARED_CONTENT, Charge, Costs, Earlier
 from pcache.rules.divergence_findings import divergence_violation
@@ -89,6 +91,13 @@ def expand_paths(paths: list[str]) -> list[str]:
     return files
 
 
+def batched(items, size: int):
+    """Lists of `size` items in order (the last one shorter)."""
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
 def _iter_file(path: str) -> Iterator[Request | InputError]:
     try:
         for document in iter_documents(path, skip_errors=True):
@@ -112,6 +121,7 @@ class _Run:
 
     def __init__(self, options: LintOptions, config: LintConfig, progress):
         renderer = SegmentCachedRenderer(options.renderer or resolve_renderer(options.tokenizer))
+        self.stage = RenderStage(renderer, options.settings.render_options(), options.jobs)
         profile = load_profile(options.profile)
         self.settings = LintSettings(renderer, profile, options.block_size, options.date)
         self.renderer = renderer
@@ -145,14 +155,19 @@ class _Run:
         self.summary.files += 1
         self.ignored = tuple(s.upper() for s in self.config.ignored_for(path))
         started = time.perf_counter()
-        for item in _iter_file(path):
+        for chunk in batched(_iter_file(path), RENDER_CHUNK):
             self.seconds["read"] += time.perf_counter() - started
-            if isinstance(item, InputError):
-                self._parse_error(item)
-            else:
-                self.lint_request_or_report(item)
-            if self.progress is not None:
-                self.progress(1)
+            started = time.perf_counter()
+            chats = [item for item in chunk if isinstance(item, Request) and is_chat(item)]
+            texts = dict(zip(map(id, chats), self.stage.prepare(chats), strict=True))
+            self.seconds["render"] += time.perf_counter() - started
+            for item in chunk:
+                if isinstance(item, InputError):
+                    self._parse_error(item)
+                else:
+                    self.lint_request_or_report(item, texts.get(id(item)))
+                if self.progress is not None:
+                    self.progress(1)
             started = time.perf_counter()
 
     def _keep(self, code: str) -> bool:
@@ -178,16 +193,17 @@ class _Run:
         )
         self._total(PARSE_ERROR).count += 1
 
-    def lint_request_or_report(self, request: Request) -> None:
-        """Lint one request; one that cannot be rendered is a PC000 finding on its line."""
+    def lint_request_or_report(self, request: Request, text=None) -> None:
+        """Lint one request (`text`: its render, when the render stage made it); one that
+        cannot be rendered is a PC000 finding on its line."""
         try:
-            self.lint_request(request)
+            self.lint_request(request, text)
         except InputError as failure:
             self._parse_error(failure)
 
-    def lint_request(self, request: Request) -> None:
+    def lint_request(self, request: Request, text=None) -> None:
         assignment = self.tracker.assign(request)
-        current = RequestContext(request, self.settings, assignment.session)
+        current = RequestContext(request, self.settings, assignment.session, text)
         previous: RequestContext | None = assignment.previous
         is_head = previous is None
         started = time.perf_counter()
