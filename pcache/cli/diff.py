@@ -120,9 +120,11 @@ def render_report(result: DiffResult, a: HashedPrompt, b: HashedPrompt):
     table.add_column("reused", justify="right")
     table.add_column("of B", justify="right")
     table.add_column("share", justify="right")
+    table.add_column("assumes")
     for name, tokens in result.reusable_tokens.items():
         total = result.num_tokens[1]
-        table.add_row(name, f"{tokens:,}", f"{total:,}", f"{tokens / total:.1%}" if total else "-")
+        share = f"{tokens / total:.1%}" if total else "-"
+        table.add_row(name, f"{tokens:,}", f"{total:,}", share, result.reuse_assumes.get(name, ""))
     lines.append(Text())
     lines.append(table)
     return Group(*lines)
