@@ -3,8 +3,8 @@ Compares the blocks that carry an Anthropic `cache_control` marker in the tools 
 prompt with the same blocks of the previous request of the session (or, for a session's first
 request, of the latest other session). A marked block whose content changed is reported.
 In a Bedrock Converse body the marker is a `cachePoint` block of its own: the block compared
-is the one just before a `cachePoint` in `toolConfig.tools` or `system`. Other shapes carry no
-such markers.
+is the one just before a `cachePoint` in `system` (a tool that changes before a checkpoint is
+reported by PC301-PC303 already). Other shapes carry no such markers.
 
 ## Why is this bad?
 A breakpoint writes the prefix up to and including its block. When that block differs on every
@@ -103,8 +103,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
 
 def _bedrock(request: Request, other: Request, where: str) -> Iterator[Violation]:
     for path in request.breakpoints:
-        if not path.startswith(("toolConfig.tools[", "system[")) or path not in other.breakpoints:
-            continue
+        if not path.startswith("system[") or path not in other.breakpoints:
+            continue  # a tool changed before a checkpoint is PC301-PC303's finding
         closed = cached_block(request, path)
         if closed is None:
             continue

@@ -290,6 +290,14 @@ class _Run:
         summary.requests += 1
         summary.prompt_tokens += len(current.token_ids)
         summary.reusable_tokens += settled.reused
+        summary.observed.add(
+            current.request,
+            len(current.token_ids),
+            settled.reused,
+            self.costs.profile,
+            summary.block_size,
+            previous.request if previous is not None else None,
+        )
         summary.prompt_tokens_if_fixed += settled.fixed_tokens
         summary.reusable_tokens_if_fixed += settled.fixed_reused
         summary.requests_changed_if_fixed += settled.changed
