@@ -113,6 +113,7 @@ def lint(
     fix: bool = False,
     since: str | None = None,
     progress: Callable[[int], None] | None = None,
+    column: str | None = None,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -120,6 +121,7 @@ def lint(
     from `config` (default: the nearest pyproject.toml with a `[tool.pcache]` table at or
     above the working directory); request bodies and SDK objects are linted in order, as the
     lines of one log. `since` (a git revision; paths only) keeps the findings new since then.
+    `column` names the request column of Parquet/CSV table inputs (`--column`).
     """
     from dataclasses import replace
     from pathlib import Path
@@ -146,13 +148,14 @@ def lint(
     fix = check.flag("lint", "fix", fix)
     since = check.text("lint", "since", since)
     progress = check.callback("lint", "progress", progress)
+    column = check.text("lint", "column", column)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
         raise check.ArgumentValueError(
             "lint", "requests_or_paths", "lint takes paths or requests, not both in one call"
         )
-    if not paths and (since is not None or fix):
-        argument = "since" if since is not None else "fix"
+    if not paths and (since is not None or fix or column is not None):
+        argument = "since" if since is not None else "fix" if fix else "column"
         raise check.ArgumentValueError(
             "lint", argument, f"{argument} applies to files, not to requests in memory"
         )
@@ -176,9 +179,10 @@ def lint(
             ),
             selection=selection,
             fix=fix,
+            column=column,
             template_chosen=bool(tokenizer or settings.tokenizer),
         )
-    with check.named_as("lint", ("since", "fix")):
+    with check.named_as("lint", ("since", "fix", "column")):
         if not paths:
             return lint_values(values_from(items), options, source="requests")
         report = lint_paths(paths, options, settings, progress)

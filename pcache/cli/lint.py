@@ -10,6 +10,7 @@ from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
     BlockSizeOpt,
+    ColumnOpt,
     DateOpt,
 )
 from pcache.defaults import PROFILE_NAMES
@@ -62,6 +63,7 @@ def lint_command(
     ] = None,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
     date: DateOpt = DEFAULT_DATE,
+    column: ColumnOpt = None,
     config: Annotated[
         str | None, typer.Option("--config", help="pyproject.toml to read [tool.pcache.lint] from.")
     ] = None,
@@ -108,6 +110,7 @@ def lint_command(
             fix=fix,
             since=diff,
             progress=advance,
+            column=column,
         )
     lint_output.print_report(report, format)
     if report.failing and not exit_zero:

@@ -68,6 +68,16 @@ def print_explanation(rule, text: str, format: str) -> None:
 
 
 def print_report(report, format: str) -> None:
+    from pcache.prompt.tables import NEEDS_PYARROW
+
+    skipped = report.summary.skipped_tables
+    if skipped:
+        stderr.print(
+            f"note: {len(skipped)} table(s) skipped ({skipped[0]}"
+            f"{', ...' if len(skipped) > 1 else ''}): {NEEDS_PYARROW}",
+            markup=False,
+            soft_wrap=True,
+        )
     {
         "full": _full,
         "concise": _concise,
