@@ -47,17 +47,13 @@ class Tokenization:
 def tokenize_body(request: Any, model: str) -> dict[str, Any] | None:
     """The /tokenize body of a request (`pcache.prompt.request.Request`); None when the
     request carries its own token ids or has neither messages nor a text prompt."""
-    from pcache.replayer.endpoint_requests import chat_messages
+    from pcache.replayer.endpoint_requests import chat_fields
 
     if request.token_ids is not None:
         return None
-    raw = request.raw
-    messages = chat_messages(request) if request.messages else None
-    if messages:
-        body: dict[str, Any] = {"model": model, "messages": messages}
-        body["add_generation_prompt"] = True
-        body.update((key, raw[key]) for key in TEMPLATE_KEYS if raw.get(key) is not None)
-        return body
+    fields = chat_fields(request) if request.messages else None
+    if fields and fields["messages"]:
+        return {"model": model, **fields, "add_generation_prompt": True}
     if isinstance(request.prompt, str):
         return {"model": model, "prompt": request.prompt, "add_special_tokens": True}
     return None
