@@ -25,6 +25,9 @@ from pcache.errors import InputError, UsageError
 from pcache.replayer.endpoint_options import EndpointOptions
 from pcache.traces.record import Trace, TraceRecord
 
+TEMPLATE_KEYS = ("tools", "chat_template_kwargs", "reasoning_effort")
+"""Request fields a chat template reads, sent with the messages (to the chat API and to
+/tokenize)."""
 DEFAULT_OUTPUT_TOKENS = 16
 DEFAULT_VOCAB_SIZE = 512
 
@@ -88,8 +91,6 @@ def chat_fields(request: Any) -> dict[str, Any]:
     """What the chat API and its template read of a request: its messages (`chat_messages`)
     and tools. A Chat Completions body's own `tools` and template fields
     (`endpoint_tokenize.TEMPLATE_KEYS`); another shape's tools as chat function tools."""
-    from pcache.replayer.endpoint_tokenize import TEMPLATE_KEYS
-
     fields: dict[str, Any] = {"messages": chat_messages(request)}
     if is_chat_body(request):
         raw = request.raw
