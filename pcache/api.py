@@ -114,6 +114,7 @@ def lint(
     since: str | None = None,
     progress: Callable[[int], None] | None = None,
     jobs: int | None = None,
+    column: str | None = None,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -122,6 +123,7 @@ def lint(
     above the working directory); request bodies and SDK objects are linted in order, as the
     lines of one log. `since` (a git revision; paths only) keeps the findings new since then.
     `jobs`: threads that tokenize (default: one per core); the report does not depend on it.
+    `column` names the request column of Parquet/CSV table inputs (`--column`).
     """
     from dataclasses import replace
     from pathlib import Path
@@ -149,13 +151,14 @@ def lint(
     since = check.text("lint", "since", since)
     progress = check.callback("lint", "progress", progress)
     jobs = check.integer("lint", "jobs", jobs, 1, 1024)
+    column = check.text("lint", "column", column)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
         raise check.ArgumentValueError(
             "lint", "requests_or_paths", "lint takes paths or requests, not both in one call"
         )
-    if not paths and (since is not None or fix):
-        argument = "since" if since is not None else "fix"
+    if not paths and (since is not None or fix or column is not None):
+        argument = "since" if since is not None else "fix" if fix else "column"
         raise check.ArgumentValueError(
             "lint", argument, f"{argument} applies to files, not to requests in memory"
         )
@@ -180,9 +183,10 @@ def lint(
             ),
             selection=selection,
             fix=fix,
+            column=column,
             template_chosen=bool(tokenizer or settings.tokenizer),
         )
-    with check.named_as("lint", ("since", "fix")):
+    with check.named_as("lint", ("since", "fix", "column")):
         if not paths:
             return lint_values(values_from(items), options, source="requests")
         report = lint_paths(paths, options, settings, progress)

@@ -17,8 +17,9 @@ DEFAULT_DATE = "2026-01-01"
 """The date written by templates that print one (`--date`); fixed so renders are reproducible."""
 DEFAULT_MODEL = "llama3-8b"
 """The model whose KV size prices a simulated replay or a report when none is named."""
-PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic")
-"""The caches lint, diff and the report price findings for (`--profile`)."""
+PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic", "gemini", "deepseek", "bedrock")
+"""The caches lint, diff and the report price findings for (`--profile`): every profile of
+`pcache/data/providers.json`, in its order (tests/test_provider_profiles.py checks it)."""
 DEFAULT_PROFILE = "vllm"
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 """The deadline of one whole request of `replay --endpoint` (`--request-timeout`)."""

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pcache.defaults import PROFILE_NAMES
 from tests.conftest import SAMPLES
 
 
@@ -126,7 +127,7 @@ def test_samples_show_a_clock_in_the_system_prompt(cli):
     assert cause["kind"] == "clock"
     assert cause["a_path"] == cause["b_path"] == "messages[0].content"
     assert "09:21:07" in cause["a_excerpt"] and "09:24:51" in cause["b_excerpt"]
-    assert set(data["reusable_tokens"]) == {"vllm", "sglang", "openai", "anthropic"}
+    assert set(data["reusable_tokens"]) == set(PROFILE_NAMES)
     text = cli("diff", SAMPLES / "a.json", SAMPLES / "b.json")
     assert text.exit_code == 1
     assert "First divergence at token" in text.stdout

@@ -52,3 +52,49 @@ def test_gemini_explicit_cache_and_openai_retention_are_data():
     retention = profile_data()["profiles"]["openai"]["retention"]
     assert (retention["in_memory"]["value"], retention["24h"]["value"]) == (600, 86400)
     assert model_value("openai", "min_tokens", "gpt-5") is None
+
+
+def test_every_profile_of_the_data_file_is_a_profile_name():
+    from pcache.defaults import PROFILE_NAMES
+
+    assert tuple(profile_data()["profiles"]) == PROFILE_NAMES
+
+
+@pytest.mark.parametrize("name", ["gemini", "bedrock", "deepseek"])
+def test_lint_and_diff_take_the_new_profiles(name):
+    import orjson
+    from typer.testing import CliRunner
+
+    from pcache.cli.app import app
+
+    shapes = "tests/data/shapes"
+    lint = CliRunner().invoke(
+        app, ["lint", f"{shapes}/chat.jsonl", "--profile", name, "-f", "json"]
+    )
+    assert lint.exit_code in (0, 1), lint.output
+    assert orjson.loads(lint.stdout)["summary"]["profile"] == name
+    diff = CliRunner().invoke(app, ["diff", "samples/a.json", "samples/b.json", "-f", "json"])
+    result = orjson.loads(diff.stdout)
+    assert (
+        set(result["reusable_tokens"])
+        == set(result["reuse_assumes"])
+        == set(profile_data()["profiles"])
+    )
+    assert "min" in result["reuse_assumes"][name]
+
+
+def test_bedrock_cache_points_end_where_the_content_before_them_ends():
+    from pcache.divergence.compare import breakpoint_positions
+    from pcache.prompt.loading import iter_documents
+    from pcache.prompt.render import render, resolve_renderer
+    from pcache.prompt.request import request_of
+
+    renderer = resolve_renderer("gpt-oss")
+    for document in iter_documents("tests/data/shapes/bedrock.jsonl"):
+        request = request_of(document)
+        rendered = render(request, renderer)
+        positions = breakpoint_positions(rendered)
+        assert len(positions) == len(request.breakpoints) == 3
+        assert all(0 < p < rendered.num_tokens for p in positions)
+        request.breakpoints.clear()  # no cachePoint: Bedrock caches nothing
+        assert breakpoint_positions(rendered) == ()

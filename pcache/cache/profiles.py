@@ -84,6 +84,19 @@ def profile_for_model(name: str, model: str | None) -> Profile:
     return profile if minimum is None else replace(profile, min_tokens=minimum)
 
 
+def assumption(profile: Profile, block_size: int) -> str:
+    """What a profile's reuse figure assumes, in a few words (diff prints it beside it)."""
+    floor = f", min {profile.min_tokens:,}" if profile.min_tokens else ""
+    if profile.granularity == "block":
+        return f"full {block_size}-token blocks"
+    if profile.granularity == "token":
+        return f"to the token{floor}"
+    if profile.granularity == "steps":
+        return f"{profile.step_tokens or 1}-token steps{floor}"
+    assert profile.granularity == "breakpoint", profile.granularity
+    return f"at cache markers{floor}"
+
+
 def reusable_tokens(
     profile: Profile,
     common_prefix: int,

@@ -16,6 +16,7 @@ from pcache.cli.options import (
     DEFAULT_TOKENIZER,
     BlockSizeOpt,
     CacheSaltOpt,
+    ColumnOpt,
     DateOpt,
     FormatOpt,
     HashAlgoOpt,
@@ -37,6 +38,7 @@ def diff_command(
     cache_salt: CacheSaltOpt = None,
     date: DateOpt = DEFAULT_DATE,
     format: FormatOpt = "text",
+    column: ColumnOpt = None,
 ) -> None:
     """Show where B stops reusing A's cached prefix, what each cache reuses, and why.
 
@@ -46,8 +48,10 @@ def diff_command(
     from pcache.divergence.compare import compare
     from pcache.errors import UsageError
     from pcache.pipeline import Settings
+    from pcache.prompt.tables import with_columns
 
     check_text_or_json(format)
+    a, b = with_columns([a, b], column)
     if a == "-" and b == "-":
         raise UsageError("only one of A and B can be read from stdin")
     settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)
@@ -120,9 +124,11 @@ def render_report(result: DiffResult, a: HashedPrompt, b: HashedPrompt):
     table.add_column("reused", justify="right")
     table.add_column("of B", justify="right")
     table.add_column("share", justify="right")
+    table.add_column("assumes")
     for name, tokens in result.reusable_tokens.items():
         total = result.num_tokens[1]
-        table.add_row(name, f"{tokens:,}", f"{total:,}", f"{tokens / total:.1%}" if total else "-")
+        share = f"{tokens / total:.1%}" if total else "-"
+        table.add_row(name, f"{tokens:,}", f"{total:,}", share, result.reuse_assumes.get(name, ""))
     lines.append(Text())
     lines.append(table)
     return Group(*lines)

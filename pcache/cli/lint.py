@@ -10,6 +10,7 @@ from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
     BlockSizeOpt,
+    ColumnOpt,
     DateOpt,
     JobsOpt,
     VerboseOpt,
@@ -65,6 +66,7 @@ def lint_command(
     ] = None,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
     date: DateOpt = DEFAULT_DATE,
+    column: ColumnOpt = None,
     config: Annotated[
         str | None, typer.Option("--config", help="pyproject.toml to read [tool.pcache.lint] from.")
     ] = None,
@@ -121,6 +123,7 @@ def lint_command(
             since=diff,
             progress=advance,
             jobs=jobs,
+            column=column,
         )
     lint_output.print_report(report, format)
     if report.failing and not exit_zero:

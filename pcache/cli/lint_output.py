@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from pcache import lint_formats
 from pcache.cli.console import stderr, stdout, write_json
+from pcache.rules.observed import TOLERANCE_SHARE
 
 
 @contextlib.contextmanager
@@ -67,6 +68,16 @@ def print_explanation(rule, text: str, format: str) -> None:
 
 
 def print_report(report, format: str) -> None:
+    from pcache.prompt.tables import NEEDS_PYARROW
+
+    skipped = report.summary.skipped_tables
+    if skipped:
+        stderr.print(
+            f"note: {len(skipped)} table(s) skipped ({skipped[0]}"
+            f"{', ...' if len(skipped) > 1 else ''}): {NEEDS_PYARROW}",
+            markup=False,
+            soft_wrap=True,
+        )
     {
         "full": _full,
         "concise": _concise,
@@ -138,6 +149,7 @@ def _footer(report, brief: bool) -> None:
             markup=False,
         )
     if brief:
+        _observed(summary, brief)
         return
     if summary.rules:
         stdout.print(f"\nTokens re-prefilled by rule ({summary.profile} profile):", markup=False)
@@ -174,6 +186,33 @@ def _footer(report, brief: bool) -> None:
         f" {_count(changed, 'request')}).",
         markup=False,
     )
+    _observed(summary, brief)
+
+
+def _observed(summary, brief: bool) -> None:
+    """The log's cached-token counts beside the prediction (`pcache.rules.observed`)."""
+    observed = summary.observed
+    if not observed.requests:
+        return
+    stdout.print(
+        f"{'' if brief else chr(10)}Observed cached tokens (the log's usage, in"
+        f" {_count(observed.requests, 'request')}): {observed.observed_tokens:,}; predicted"
+        f" reusable ({summary.profile} profile): {observed.predicted_tokens:,};"
+        f" {_count(observed.disagreeing, 'request')} disagree by more than a block or"
+        f" {TOLERANCE_SHARE:.0%} of the prompt ({observed.cached_less:,} cached less than"
+        " predicted).",
+        markup=False,
+        soft_wrap=True,
+    )
+    if brief:
+        return
+    for entry in observed.worst:
+        stdout.print(
+            f"  {entry.request}: observed {entry.observed:,}, predicted {entry.predicted:,}"
+            f" of {entry.prompt_tokens:,}: {entry.reason}",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _github(report) -> None:

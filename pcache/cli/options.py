@@ -84,6 +84,15 @@ DateOpt = Annotated[
         help="Date (YYYY-MM-DD) written by templates that print one; fixed for reproducibility.",
     ),
 ]
+ColumnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--column",
+        metavar="NAME",
+        help="The column of Parquet/CSV inputs that holds the request bodies (default: the first"
+        " JSON-looking one; FILE#COLUMN names it per file).",
+    ),
+]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: text or json.")]
 JobsOpt = Annotated[
     int | None,

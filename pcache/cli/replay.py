@@ -15,6 +15,7 @@ from pcache.cli.options import (
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
     CacheSaltOpt,
+    ColumnOpt,
     DateOpt,
     FormatOpt,
     HashAlgoOpt,
@@ -221,6 +222,7 @@ def replay_command(
         bool | None, typer.Option("--progress/--no-progress", help="Progress bar on stderr.")
     ] = None,
     format: FormatOpt = "text",
+    column: ColumnOpt = None,
     endpoint: ep.EndpointOpt = None,
     api: ep.ApiOpt = None,
     max_concurrency: ep.MaxConcurrencyOpt = None,
@@ -244,9 +246,11 @@ def replay_command(
     from pcache.cli import replay_view
     from pcache.cli.console import warning
     from pcache.files import check_writable
+    from pcache.prompt.tables import with_columns
     from pcache.replayer.run import replay_options
 
     check_text_or_json(format)
+    (trace,) = with_columns([trace], column)
     options = replay_options(
         _mode(simulate=simulate, engine=engine, gpu=gpu, endpoint=endpoint),
         tokenizer=tokenizer,

@@ -14,6 +14,7 @@ from pcache.cli.options import (
     DEFAULT_MODEL,
     DEFAULT_TOKENIZER,
     BlockSizeOpt,
+    ColumnOpt,
     DateOpt,
     JobsOpt,
     VerboseOpt,
@@ -63,6 +64,7 @@ def report_command(
     ] = DEFAULT_MODEL,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
     date: DateOpt = DEFAULT_DATE,
+    column: ColumnOpt = None,
     sweep_points: Annotated[
         int,
         typer.Option("--sweep-points", min=2, max=64, help="Cache sizes in the capacity sweep."),
@@ -85,6 +87,10 @@ def report_command(
 
     if format not in FORMATS:
         raise UsageError(f"--format must be html or json, got {format!r}")
+    if column is not None:  # tables found in directories read the named column too
+        from pcache.rules.runner import find_inputs
+
+        paths = find_inputs(list(paths), column).files
     check_inputs(paths)
     to_stdout = format == "json" and output == "-"
     if output == "-" and not to_stdout:

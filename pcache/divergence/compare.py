@@ -13,12 +13,18 @@ from typing import Any
 
 import orjson
 
-from pcache.cache.profiles import PROFILE_NAMES, load_profile, reusable_tokens
+from pcache.cache.profiles import (
+    PROFILE_NAMES,
+    Profile,
+    assumption,
+    profile_for_model,
+    reusable_tokens,
+)
 from pcache.divergence.classify import Cause, explain, make_cause
 from pcache.pipeline import HashedPrompt, Settings, hash_request
 from pcache.prefix import common_prefix_length
 from pcache.prompt.rendered import RenderedPrompt
-from pcache.prompt.request import KIND_ANTHROPIC, KIND_TOKEN_IDS, Request
+from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_TOKEN_IDS, Request
 
 
 @dataclass(slots=True)
@@ -42,6 +48,9 @@ class DiffResult:
     a_tokens: list[int] = field(default_factory=list)
     b_tokens: list[int] = field(default_factory=list)
     window_start: int = 0
+    reuse_assumes: dict[str, str] = field(default_factory=dict)
+    """What each profile's `reusable_tokens` figure assumes (`profiles.assumption`), with the
+    minimum prefix of B's model where the data file lists one."""
 
     def to_json(self) -> bytes:
         from dataclasses import asdict
@@ -116,6 +125,7 @@ def diff(a: HashedPrompt, b: HashedPrompt) -> DiffResult:
         first_divergence_char=char,
         common_blocks=common_blocks,
         reusable_tokens=reuse_by_profile(a, b, common, common_blocks),
+        reuse_assumes=reuse_assumptions(b),
         cause=cause,
         a_tokens=ra.token_ids[start : start + size] if divergence is not None else [],
         b_tokens=rb.token_ids[start : start + size] if divergence is not None else [],
@@ -132,10 +142,10 @@ def reuse_by_profile(
     num_tokens_b = b.rendered.num_tokens
     result = {}
     for name in PROFILE_NAMES:
-        profile = load_profile(name)
+        profile = _profile_for(name, b)
         if name == "vllm":
             result[name] = reusable_tokens(profile, common_blocks * size, num_tokens_b, size)
-        elif name == "anthropic":
+        elif profile.granularity == "breakpoint":
             last_mark_b = max(breakpoint_positions(b.rendered), default=-1)
             # A's writes that B reads: B marks a breakpoint at or after them
             written = tuple(p for p in breakpoint_positions(a.rendered) if p <= last_mark_b)
@@ -145,15 +155,31 @@ def reuse_by_profile(
     return result
 
 
+def _profile_for(name: str, b: HashedPrompt) -> Profile:
+    return profile_for_model(name, b.rendered.request.model)
+
+
+def reuse_assumptions(b: HashedPrompt) -> dict[str, str]:
+    """What each profile's reuse figure assumes, for B's model."""
+    size = b.settings.block_size
+    return {name: assumption(_profile_for(name, b), size) for name in PROFILE_NAMES}
+
+
 def breakpoint_positions(rendered: RenderedPrompt) -> tuple[int, ...]:
     """Token positions where the request's cache_control markers end their block.
 
     Requests without explicit markers are read as Anthropic's automatic mode: one breakpoint at
-    the end of the last message (before the generation prompt).
+    the end of the last message (before the generation prompt); a Bedrock Converse body without
+    a `cachePoint` has none (Bedrock caches only at checkpoints). A Bedrock `cachePoint` block
+    ends where the content before it ends (`cache_point_end`).
     """
     request = rendered.request
     if request.kind == KIND_TOKEN_IDS:
         return (rendered.num_tokens,)
+    if request.kind == KIND_BEDROCK:
+        ends = (cache_point_end(rendered, mark) for mark in request.breakpoints)
+        found = [end for end in ends if end is not None]
+        return tuple(sorted({_token_at(rendered, end) for end in found}))
     marks = list(request.breakpoints)
     if not marks or (request.kind == KIND_ANTHROPIC and "cache_control" in request.raw):
         marks.append("")
@@ -171,5 +197,26 @@ def breakpoint_positions(rendered: RenderedPrompt) -> tuple[int, ...]:
             if not ends:
                 continue
             end = max(ends)
-        positions.append(bisect_left(rendered.token_starts, end) if rendered.text else end)
+        positions.append(_token_at(rendered, end))
     return tuple(sorted(set(positions)))
+
+
+def _token_at(rendered: RenderedPrompt, end: int) -> int:
+    return bisect_left(rendered.token_starts, end) if rendered.text else end
+
+
+def cache_point_end(rendered: RenderedPrompt, mark: str) -> int | None:
+    """The character where the content a Bedrock `cachePoint` at `mark` (`system[1]`,
+    `messages[2].content[3]`, `toolConfig.tools[2]`) caches ends: the end of the spans of the
+    blocks before it in its list (None: nothing rendered before it there)."""
+    request = rendered.request
+    head, _, tail = mark.rpartition("[")
+    index = int(tail.rstrip("]"))
+    full = f"{request.path_prefix}.{head}" if request.path_prefix else head
+    before = tuple(f"{full}[{j}]" for j in range(index))
+    ends = [
+        span.end
+        for span in rendered.spans
+        if span.path in before or span.path.startswith(tuple(p + c for p in before for c in ".["))
+    ]
+    return max(ends, default=None)

@@ -1,9 +1,10 @@
 """Parquet and CSV tables whose column holds request bodies (or recorder lines) as JSON text.
 
 `table.parquet` reads the first column whose first value looks like JSON (`{...}`);
-`table.parquet#body` names the column. Rows are streamed a batch at a time (Parquet by row
-group, CSV by block), so memory does not grow with the row count. A row's "line" is its row
-number counted from 1 (for CSV, the file line when no cell spans lines: the header is line 1).
+`table.parquet#body` names the column (as `--column body` does, `with_column`). Rows are
+streamed a batch at a time (Parquet by row group, CSV by block), so memory does not grow with
+the row count. A row's "line" is its row number counted from 1 (for CSV, the file line when no
+cell spans lines: the header is line 1).
 Needs pyarrow (`pip install 'pcache[tables]'`).
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from pcache.errors import InputError
+from pcache.errors import InputError, UsageError
 from pcache.files import display_name
 from pcache.prompt.document import Document, json_error
 
@@ -33,6 +34,37 @@ def split_column(path: str | os.PathLike[str]) -> tuple[str, str | None]:
     return text, None
 
 
+def with_column(path: str, column: str | None) -> str:
+    """`path` read from `column` (`--column`) when it is a table; other paths as they are.
+    A table path naming another column (`table.csv#other`) is a usage error."""
+    if column is None or not is_table(path):
+        return path
+    file, own = split_column(path)
+    if own is not None and own != column:
+        raise UsageError(f"--column {column} and {path} name different columns")
+    return f"{file}#{column}"
+
+
+def with_columns(paths: list[str], column: str | None) -> list[str]:
+    """`with_column` of each path; naming a column with no table among `paths` is a usage
+    error (directories: `pcache.rules.runner.find_inputs`)."""
+    if column is None:
+        return list(paths)
+    if not any(is_table(path) for path in paths):
+        raise UsageError(f"--column {column}: no table input (.parquet, .pq, .csv) to read it from")
+    return [with_column(path, column) for path in paths]
+
+
+def pyarrow_available() -> bool:
+    """Whether the tables extra is installed (a directory search includes tables only then)."""
+    from importlib.util import find_spec
+
+    return find_spec("pyarrow") is not None
+
+
+NEEDS_PYARROW = "reading Parquet and CSV tables needs pyarrow (pip install 'pcache[tables]')"
+
+
 def is_table(path: str | os.PathLike[str]) -> bool:
     if str(path) == "-":
         return False
@@ -43,9 +75,7 @@ def _pyarrow(source: str) -> Any:
     try:
         import pyarrow
     except ImportError:
-        raise InputError(
-            source, "reading Parquet and CSV tables needs pyarrow (pip install 'pcache[tables]')"
-        ) from None
+        raise InputError(source, NEEDS_PYARROW) from None
     return pyarrow
 
 
@@ -123,6 +153,6 @@ def _guess_column(batch: Any, candidates: list[str], source: str) -> str:
             return name
     raise InputError(
         source,
-        "no column holds JSON request bodies (name one: FILE#COLUMN;"
+        "no column holds JSON request bodies (name one: --column NAME or FILE#COLUMN;"
         f" text columns: {', '.join(candidates) or 'none'})",
     )

@@ -5,8 +5,11 @@ SGLang and pcache serve accept token ids), so the server sees exactly the tokens
 simulator hashes; hash-id records (Mooncake, Bailian) get seeded tokens per block id, below
 `vocab_size`. `chat` and `anthropic` send a request trace's own messages (its body, less
 pcache's sidecar keys), with the model, streaming and the output length set; to the chat
-API, a request of another shape (Anthropic's, say) sends its messages as pcache reads them,
-its system prompt first.
+API, a request of another shape (Anthropic Messages, OpenAI Responses, Gemini, Bedrock
+Converse, OTel or OpenInference spans) sends its messages as pcache reads them (system prompt
+first, a Responses chain rebuilt, tool-call arguments as JSON text) and its tools as chat
+function tools, and none of its own wire keys (`input`, `contents`, `toolConfig`, ...) but a
+numeric `temperature`.
 
 `--api` not given: a request trace of messages is sent to the chat API (the server renders
 the messages with its own template), a trace of token ids, text prompts or hash ids to
@@ -22,6 +25,9 @@ from pcache.errors import InputError, UsageError
 from pcache.replayer.endpoint_options import EndpointOptions
 from pcache.traces.record import Trace, TraceRecord
 
+TEMPLATE_KEYS = ("tools", "chat_template_kwargs", "reasoning_effort")
+"""Request fields a chat template reads, sent with the messages (to the chat API and to
+/tokenize)."""
 DEFAULT_OUTPUT_TOKENS = 16
 DEFAULT_VOCAB_SIZE = 512
 
@@ -67,13 +73,48 @@ def trace_requests(trace: Trace, values: Any = None) -> dict[int | None, Any]:
     return requests
 
 
+def is_chat_body(request: Any) -> bool:
+    """Whether the request is a Chat Completions body (sent to the chat API as it is)."""
+    return request.kind == "openai" and isinstance(request.raw.get("messages"), list)
+
+
 def chat_messages(request: Any) -> list[Any]:
     """The messages a chat request sends: a Chat Completions body's own, else (Anthropic,
-    Responses, ...) the request's messages as pcache reads them (system prompt first)."""
-    raw = request.raw
-    if request.kind == "openai" and isinstance(raw.get("messages"), list):
-        return raw["messages"]
-    return request.messages
+    Responses, ...) the request's messages as pcache reads them (system prompt first), with
+    tool-call arguments as the JSON text the chat API takes."""
+    if is_chat_body(request):
+        return request.raw["messages"]
+    return [_chat_message(message) for message in request.messages]
+
+
+def chat_fields(request: Any) -> dict[str, Any]:
+    """What the chat API and its template read of a request: its messages (`chat_messages`)
+    and tools. A Chat Completions body's own `tools` and template fields
+    (`endpoint_tokenize.TEMPLATE_KEYS`); another shape's tools as chat function tools."""
+    fields: dict[str, Any] = {"messages": chat_messages(request)}
+    if is_chat_body(request):
+        raw = request.raw
+        fields.update((key, raw[key]) for key in TEMPLATE_KEYS if raw.get(key) is not None)
+    elif request.tools:
+        fields["tools"] = request.tools
+    return fields
+
+
+def _chat_message(message: dict[str, Any]) -> dict[str, Any]:
+    import orjson
+
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return message
+    sent = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(function, dict) and not isinstance(arguments, str):
+            text = orjson.dumps(arguments if arguments is not None else {}).decode()
+            call = {**call, "function": {**function, "arguments": text}}
+        sent.append(call)
+    return {**message, "tool_calls": sent}
 
 
 def default_api(trace: Trace, requests: dict[int | None, Any]) -> str:
@@ -135,9 +176,11 @@ def _message_body(
     if options.api == "anthropic":
         body["max_tokens"] = output
     else:
-        if request.kind != "openai":  # e.g. Anthropic's: its system prompt becomes a message
-            body.pop("system", None)
-            body["messages"] = chat_messages(request)
+        if not is_chat_body(request):  # another shape: its messages and tools as pcache reads them
+            temperature = body.get("temperature")
+            body = {"model": options.model, "stream": True, **chat_fields(request)}
+            if isinstance(temperature, int | float) and not isinstance(temperature, bool):
+                body["temperature"] = temperature
         body.pop("max_tokens", None)
         body["max_completion_tokens"] = output
         body["stream_options"] = {"include_usage": True}

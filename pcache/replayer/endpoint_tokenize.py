@@ -22,6 +22,8 @@ import orjson
 
 from pcache.prompt.fields import json_kind
 from pcache.replayer.endpoint_options import EndpointOptions
+from pcache.replayer.endpoint_requests import TEMPLATE_KEYS as TEMPLATE_KEYS
+from pcache.replayer.endpoint_requests import chat_fields
 from pcache.replayer.endpoint_server import SideFailure, side_request
 from pcache.replayer.reported_cache import MAX_REQUEST_TOKENS
 
@@ -29,8 +31,6 @@ TOKENIZE_ROUTES = (("root", "/tokenize"), ("api", "/tokenize"))
 """vLLM serves /tokenize beside /v1; some servers put it under /v1."""
 TOKENIZE_CONCURRENCY = 8
 MAX_TOKEN_ID = 1 << 32
-TEMPLATE_KEYS = ("tools", "chat_template_kwargs", "reasoning_effort")
-"""Request fields a chat template reads, sent to /tokenize with the messages."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,17 +47,11 @@ class Tokenization:
 def tokenize_body(request: Any, model: str) -> dict[str, Any] | None:
     """The /tokenize body of a request (`pcache.prompt.request.Request`); None when the
     request carries its own token ids or has neither messages nor a text prompt."""
-    from pcache.replayer.endpoint_requests import chat_messages
-
     if request.token_ids is not None:
         return None
-    raw = request.raw
-    messages = chat_messages(request) if request.messages else None
-    if messages:
-        body: dict[str, Any] = {"model": model, "messages": messages}
-        body["add_generation_prompt"] = True
-        body.update((key, raw[key]) for key in TEMPLATE_KEYS if raw.get(key) is not None)
-        return body
+    fields = chat_fields(request) if request.messages else None
+    if fields and fields["messages"]:
+        return {"model": model, **fields, "add_generation_prompt": True}
     if isinstance(request.prompt, str):
         return {"model": model, "prompt": request.prompt, "add_special_tokens": True}
     return None

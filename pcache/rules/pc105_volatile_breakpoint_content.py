@@ -2,7 +2,9 @@ r"""## What it does
 Compares the blocks that carry an Anthropic `cache_control` marker in the tools and the system
 prompt with the same blocks of the previous request of the session (or, for a session's first
 request, of the latest other session). A marked block whose content changed is reported.
-Anthropic Messages bodies only: other shapes carry no such markers.
+In a Bedrock Converse body the marker is a `cachePoint` block of its own: the block compared
+is the one just before a `cachePoint` in `system` (a tool that changes before a checkpoint is
+reported by PC301-PC303 already). Other shapes carry no such markers.
 
 ## Why is this bad?
 A breakpoint writes the prefix up to and including its block. When that block differs on every
@@ -49,8 +51,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pcache.prompt.request import KIND_ANTHROPIC
+from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, Request
 from pcache.rules.base import Rule, Violation
+from pcache.rules.cache_points import cached_block, is_bedrock
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact, raw_path, resolve
 
@@ -70,7 +73,7 @@ def _without_marker(block: Any) -> Any:
 
 def check(ctx: LintContext) -> Iterator[Violation]:
     request = ctx.current.request
-    if request.kind != KIND_ANTHROPIC or not request.breakpoints:
+    if request.kind not in (KIND_ANTHROPIC, KIND_BEDROCK) or not request.breakpoints:
         return
     if ctx.previous is not None:
         where, other = "the previous request", ctx.previous.request
@@ -79,7 +82,10 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         if not heads:
             return
         where, other = f"session {heads[0].session}", heads[0].context.request
-    if other.kind != KIND_ANTHROPIC:
+    if other.kind != request.kind:
+        return
+    if is_bedrock(request):
+        yield from _bedrock(request, other, where)
         return
     for path in request.breakpoints:
         if not path.startswith(("tools[", "system[")) or path not in other.breakpoints:
@@ -92,4 +98,23 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             " breakpoint is never read again",
             raw_path(request, path),
             fix_title="put the marker on the last block that stays the same",
+        )
+
+
+def _bedrock(request: Request, other: Request, where: str) -> Iterator[Violation]:
+    for path in request.breakpoints:
+        if not path.startswith("system[") or path not in other.breakpoints:
+            continue  # a tool changed before a checkpoint is PC301-PC303's finding
+        closed = cached_block(request, path)
+        if closed is None:
+            continue
+        block_path, new = closed
+        old = resolve(other.raw, block_path)
+        if old is None or exact(old) == exact(new):
+            continue
+        yield Violation(
+            f"the block before the cachePoint at {path} differs from {where}: the checkpoint"
+            " written there is never read again",
+            raw_path(request, block_path),
+            fix_title="put the cachePoint after the last block that stays the same",
         )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pcache.cache.profiles import model_value
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 
@@ -44,10 +45,12 @@ RULE = Rule(
 
 
 def minimum(ctx: LintContext) -> int:
+    """The profile's minimum prefix, for the request's model where the data file lists one."""
     profile = ctx.settings.profile
     if profile.granularity == "block":
         return ctx.settings.block_size
-    return max(profile.min_tokens, 1)
+    model_minimum = model_value(profile.name, "min_tokens", ctx.current.request.model)
+    return max(profile.min_tokens if model_minimum is None else model_minimum, 1)
 
 
 def check(ctx: LintContext) -> Iterator[Violation]:

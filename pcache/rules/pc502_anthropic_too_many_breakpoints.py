@@ -1,10 +1,13 @@
 r"""## What it does
 Counts `cache_control` markers in an Anthropic Messages request (tools, system blocks, message
-content blocks, and the top-level automatic marker) and reports more than four.
+content blocks, and the top-level automatic marker) and reports more than four. Bedrock Converse
+requests are counted the same way: their `cachePoint` blocks (in `toolConfig.tools`, `system`
+and message content) against Bedrock's maximum checkpoints per request (the `bedrock` profile).
 
 ## Why is this bad?
 The API rejects the request: "A maximum of 4 blocks with cache_control may be provided". Gateways
-that add their own marker turn a valid request into a failing one.
+that add their own marker turn a valid request into a failing one. Bedrock rejects a Converse
+request with more checkpoints than the model allows (4 for every model the profile lists).
 
 ## Example
 ```json
@@ -33,20 +36,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pcache.cache.profiles import load_profile
-from pcache.prompt.request import KIND_ANTHROPIC
+from pcache.prompt.request import KIND_ANTHROPIC, Request
 from pcache.rules.base import Rule, Violation
+from pcache.rules.cache_points import bedrock_profile, is_bedrock
 from pcache.rules.context import LintContext
 
 RULE = Rule(
     code="PC502",
     name="anthropic-too-many-breakpoints",
     severity="error",
-    summary="More than four cache_control markers in an Anthropic request",
+    summary="More cache breakpoints than the API accepts (Anthropic markers, Bedrock cachePoints)",
 )
 
 
 def check(ctx: LintContext) -> Iterator[Violation]:
     request = ctx.current.request
+    if is_bedrock(request):
+        yield from _bedrock(request)
+        return
     if request.kind != KIND_ANTHROPIC:
         return
     limit = load_profile("anthropic").max_breakpoints
@@ -66,4 +73,20 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         token_position=0,
         claims="none",
         fix_title=f"keep at most {limit} markers, on the last block of each stable section",
+    )
+
+
+def _bedrock(request: Request) -> Iterator[Violation]:
+    limit = bedrock_profile(request).max_breakpoints
+    markers = request.breakpoints
+    if not limit or len(markers) <= limit:
+        return
+    where = markers[limit]
+    yield Violation(
+        f"{len(markers)} cachePoint blocks; Bedrock accepts at most {limit} checkpoints per"
+        " request and rejects this one",
+        f"{request.path_prefix}.{where}" if request.path_prefix else where,
+        token_position=0,
+        claims="none",
+        fix_title=f"keep at most {limit} cachePoints, after the last block of each stable section",
     )

@@ -1,7 +1,9 @@
 r"""## What it does
 Anthropic Messages bodies only. Reports the first request of a session whose prompt is above the
 Anthropic minimum cacheable length (from `pcache/data/providers.json`) but that carries no
-`cache_control` at all, neither on a block nor at the top level. A hint (info).
+`cache_control` at all, neither on a block nor at the top level. A hint (info). A Bedrock
+Converse request is checked the same way against the minimum tokens per checkpoint of its model
+(the `bedrock` profile): above it, with no `cachePoint` block, it is reported.
 Opt-in (`--extend-select PC506`): an opinion, not an observed break.
 
 ## Why is this bad?
@@ -34,6 +36,7 @@ from collections.abc import Iterator
 from pcache.cache.profiles import load_profile
 from pcache.prompt.request import KIND_ANTHROPIC
 from pcache.rules.base import Rule, Violation
+from pcache.rules.cache_points import bedrock_profile, is_bedrock
 from pcache.rules.context import LintContext
 
 RULE = Rule(
@@ -54,6 +57,19 @@ def minimum(ctx: LintContext) -> int:
 
 def check(ctx: LintContext) -> Iterator[Violation]:
     request = ctx.current.request
+    if is_bedrock(request) and ctx.is_session_head and not request.breakpoints:
+        tokens, floor = len(ctx.current.token_ids), bedrock_profile(request).min_tokens
+        if tokens >= floor:
+            yield Violation(
+                f"{tokens} prompt tokens (minimum {floor} per checkpoint for"
+                f" {request.model or 'this model'}) and no cachePoint block: Bedrock caches"
+                " nothing for this session",
+                request.source_path("messages[0]"),
+                token_position=0,
+                claims="none",
+                fix_title="add a cachePoint after the last stable system block or tool",
+            )
+        return
     if request.kind != KIND_ANTHROPIC or not ctx.is_session_head:
         return
     if request.breakpoints or isinstance(request.raw.get("cache_control"), dict):

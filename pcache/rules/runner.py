@@ -20,7 +20,14 @@ from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
 from pcache.prompt.request import Request, request_from_document, request_of
 from pcache.prompt.segment_cache import SegmentCachedRenderer
-from pcache.prompt.tables import split_column
+from pcache.prompt.tables import (
+    NEEDS_PYARROW,
+    TABLE_SUFFIXES,
+    is_table,
+    pyarrow_available,
+    split_column,
+    with_column,
+)
 from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
@@ -49,6 +56,8 @@ class LintOptions(WithSettings):
     """Tokenizer (and template), block size, date and profile; hashing is not used by lint."""
     selection: Selection = field(default_factory=Selection)
     fix: bool = False
+    column: str | None = None
+    """The request column of table inputs (`--column`; `FILE#COLUMN` names it per file)."""
     renderer: Any = None
     """A renderer object to use instead of resolving `settings.tokenizer` (libraries, tests)."""
     template_chosen: bool | None = None
@@ -62,33 +71,58 @@ class LintOptions(WithSettings):
         return self.renderer is not None or self.tokenizer != DEFAULT_TOKENIZER
 
 
-def expand_paths(paths: list[str]) -> list[str]:
-    """Files to lint: files as given, directories searched for .json/.jsonl/.ndjson files."""
+@dataclass(slots=True)
+class Inputs:
+    """The files a set of paths names, and the tables a directory search left out."""
+
+    files: list[str] = field(default_factory=list)
+    skipped_tables: list[str] = field(default_factory=list)
+    """Tables found in directories while pyarrow is not installed."""
+
+
+def expand_paths(paths: list[str], column: str | None = None) -> list[str]:
+    """Files to lint: files as given, directories searched for request files."""
+    return find_inputs(paths, column).files
+
+
+def find_inputs(paths: list[str], column: str | None = None) -> Inputs:
+    """Files as given, directories searched for .json/.jsonl/.ndjson files and, with pyarrow
+    installed, .parquet/.pq/.csv tables; `column` (`--column`) names the request column of
+    every table (`with_column`)."""
     if not paths:
         raise UsageError("no input: pass files, directories, or - for stdin")
-    files: list[str] = []
+    inputs = Inputs()
+    tables_readable = pyarrow_available()
+    suffixes = INPUT_SUFFIXES + (TABLE_SUFFIXES if tables_readable else ())
     for path in paths:
         if path == "-":
-            files.append(path)
+            inputs.files.append(path)
             continue
         location = Path(path)
         if location.is_dir():
-            found = sorted(
-                str(child)
-                for child in location.rglob("*")
-                if child.suffix in INPUT_SUFFIXES
-                and child.is_file()
-                and not any(part.startswith(".") for part in child.relative_to(location).parts)
-            )
+            found, tables = [], []
+            for child in sorted(location.rglob("*")):
+                if any(part.startswith(".") for part in child.relative_to(location).parts):
+                    continue
+                suffix = child.suffix.lower()
+                if suffix in suffixes and child.is_file():
+                    found.append(with_column(str(child), column))
+                elif suffix in TABLE_SUFFIXES and child.is_file():
+                    tables.append(str(child))
             if not found:
-                suffixes = ", ".join(INPUT_SUFFIXES)
-                raise InputError(path, f"no request files ({suffixes}) in this directory")
-            files.extend(found)
+                message = f"no request files ({', '.join(suffixes)}) in this directory"
+                if tables:
+                    message += f"; its {len(tables)} table(s): {NEEDS_PYARROW}"
+                raise InputError(path, message)
+            inputs.files.extend(found)
+            inputs.skipped_tables.extend(tables)
         elif location.exists() or Path(split_column(path)[0]).exists():  # table.parquet#column
-            files.append(path)
+            inputs.files.append(with_column(path, column))
         else:
             raise InputError(path, "no such file or directory")
-    return files
+    if column is not None and not any(is_table(file) for file in inputs.files):
+        raise UsageError(f"--column {column}: no table input (.parquet, .pq, .csv) to read it from")
+    return inputs
 
 
 def batched(items, size: int):
@@ -306,6 +340,14 @@ class _Run:
         summary.requests += 1
         summary.prompt_tokens += len(current.token_ids)
         summary.reusable_tokens += settled.reused
+        summary.observed.add(
+            current.request,
+            len(current.token_ids),
+            settled.reused,
+            self.costs.profile,
+            summary.block_size,
+            previous.request if previous is not None else None,
+        )
         summary.prompt_tokens_if_fixed += settled.fixed_tokens
         summary.reusable_tokens_if_fixed += settled.fixed_reused
         summary.requests_changed_if_fixed += settled.changed
@@ -454,7 +496,8 @@ def lint_paths(
 ) -> LintReport:
     """Lint every request under `paths`; with `options.fix`, fix request files first."""
     config = config or LintConfig()
-    files = expand_paths(paths)
+    inputs = find_inputs(paths, options.column)
+    files = inputs.files
     fixed_files: list[str] = []
     if options.fix:  # the safe fixes apply whether or not their hints are shown
         fixable = tuple(code for code, rule in RULES.items() if rule.fix_availability != "none")
@@ -466,6 +509,7 @@ def lint_paths(
         fixed_files = fix_files(fixable)
     report = _lint_files(files, options, config, progress)
     report.summary.fixed_files = fixed_files
+    report.summary.skipped_tables = inputs.skipped_tables
     return report
 
 

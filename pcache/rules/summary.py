@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.rules.base import Diagnostic
+from pcache.rules.observed import ObservedUsage
 
 
 @dataclass(slots=True)
@@ -50,7 +51,11 @@ class LintSummary:
     block_size: int = DEFAULT_BLOCK_SIZE
     rules: list[RuleTotal] = field(default_factory=list)
     fixed_files: list[str] = field(default_factory=list)
+    skipped_tables: list[str] = field(default_factory=list)
+    """Tables a directory search left out because pyarrow is not installed."""
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    observed: ObservedUsage = field(default_factory=ObservedUsage)
+    """The log's own cached-token counts beside the prediction (`requests` 0: none reported)."""
 
     @property
     def reprefilled_tokens(self) -> int:
@@ -101,6 +106,8 @@ class LintSummary:
                 for t in self.rules
             ],
             "fixed_files": self.fixed_files,
+            **({"skipped_tables": self.skipped_tables} if self.skipped_tables else {}),
+            **({"observed": self.observed.as_dict()} if self.observed.requests else {}),
         }
 
 

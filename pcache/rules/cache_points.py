@@ -1,0 +1,44 @@
+"""Bedrock Converse `cachePoint` blocks as the breakpoint rules read them.
+
+A `cachePoint` is a block of its own (`{"cachePoint": {"type": "default", "ttl": "1h"}}`) in
+`toolConfig.tools`, `system` or a message's `content`; it caches everything before it. Its
+path is in `Request.breakpoints` in prefix order (tools, system, messages), as the reader
+found them. The limits (checkpoints per request, minimum tokens per checkpoint, TTLs) are the
+`bedrock` profile's in `pcache/data/providers.json`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pcache.cache.profiles import Profile, profile_for_model
+from pcache.prompt.request import KIND_BEDROCK, Request
+from pcache.rules.slots import resolve
+
+
+def is_bedrock(request: Request) -> bool:
+    return request.kind == KIND_BEDROCK
+
+
+def bedrock_profile(request: Request) -> Profile:
+    """The bedrock profile with the minimum per checkpoint of the request's model."""
+    return profile_for_model("bedrock", request.model)
+
+
+def cache_point_ttl(request: Request, path: str) -> str:
+    """`5m` (the default) or the `ttl` the cachePoint at `path` asks for."""
+    block = resolve(request.raw, path)
+    marker = block.get("cachePoint") if isinstance(block, dict) else None
+    ttl = marker.get("ttl") if isinstance(marker, dict) else None
+    return str(ttl) if ttl else "5m"
+
+
+def cached_block(request: Request, path: str) -> tuple[str, Any] | None:
+    """The path and JSON of the block a cachePoint at `path` closes (the one just before it
+    in its list), or None when it is the first of its list."""
+    head, _, tail = path.rpartition("[")
+    index = int(tail.rstrip("]"))
+    if index == 0:
+        return None
+    before = f"{head}[{index - 1}]"
+    return before, resolve(request.raw, before)
