@@ -136,6 +136,30 @@ def _read_hash_records(entries: Iterator, trace: Trace, strict: bool) -> None:
     trace.has_timestamps = has_stamp
 
 
+def record_of_request(
+    request: Any, token_ids: list[int], index: int, cache_salt: str | None = None
+) -> TraceRecord:
+    """The record of a rendered request (`cache_salt`: the settings' salt, over the request's)."""
+    cached = None
+    if isinstance(request.usage, dict):
+        details = request.usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+            cached = details["cached_tokens"]
+        elif isinstance(request.usage.get("cache_read_input_tokens"), int):
+            cached = request.usage["cache_read_input_tokens"]
+    return TraceRecord(
+        index=index,
+        line=request.line,
+        timestamp_ms=request.timestamp if request.timestamp is not None else 0.0,
+        input_length=len(token_ids),
+        output_length=request.output_length or 0,
+        token_ids=token_ids,
+        session_id=request.session_id,
+        cache_salt=cache_salt or request.cache_salt,
+        observed_cached_tokens=cached,
+    )
+
+
 def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
     """Renders request bodies with the real tokenizer (`settings`: pipeline Settings)."""
     from pcache.prompt.render import prompt_token_ids, resolve_renderer
@@ -153,24 +177,9 @@ def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
             if renderer is None:
                 renderer = SegmentCachedRenderer(resolve_renderer(settings.tokenizer))
             token_ids = prompt_token_ids(request, renderer, settings.render_options())
-        cached = None
-        if isinstance(request.usage, dict):
-            details = request.usage.get("prompt_tokens_details")
-            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-                cached = details["cached_tokens"]
-            elif isinstance(request.usage.get("cache_read_input_tokens"), int):
-                cached = request.usage["cache_read_input_tokens"]
-        return TraceRecord(
-            index=index,
-            line=line,
-            timestamp_ms=request.timestamp if request.timestamp is not None else 0.0,
-            input_length=len(token_ids),
-            output_length=request.output_length or 0,
-            token_ids=token_ids,
-            session_id=request.session_id,
-            cache_salt=settings.cache_salt or request.cache_salt,
-            observed_cached_tokens=cached,
-        )
+        record = record_of_request(request, token_ids, index, settings.cache_salt)
+        record.line = line
+        return record
 
     return convert
 
