@@ -169,3 +169,26 @@ def test_a_prompt_cached_whole_is_recomputed_in_a_second_block():
     swept = capacity_sweep(trace, options, 4)
     expected = per_capacity(trace, options, [r.capacity_blocks for r in swept.reports], False)
     assert [r.to_dict() for r in swept.reports] == [r.to_dict() for r in expected]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    requests=st.lists(st.lists(st.integers(0, 6), max_size=8), min_size=1, max_size=16),
+    points=st.integers(2, 6),
+)
+def test_hash_ids_repeated_within_a_request(requests, points):
+    """Ids repeated in one request (not block hashes, but a file may say so): where the pool
+    replays them, the sweep agrees."""
+    from hypothesis import assume
+
+    from pcache.errors import UsageError
+
+    trace = hash_trace(requests, [len(ids) * BLOCK for ids in requests])
+    options = SimulationOptions()
+    try:
+        swept = capacity_sweep(trace, options, points)
+        capacities = [report.capacity_blocks for report in swept.reports]
+        expected = per_capacity(trace, options, capacities, False)
+    except UsageError:
+        assume(False)
+    assert [r.to_dict() for r in swept.reports] == [r.to_dict() for r in expected]

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-_CHUNK = 1024
+_CHUNK_BITS = 10  # release times are counted in chunks of 1,024
 _FAR = 1 << 62  # the stack distance of a block never released
 
 
@@ -62,7 +62,7 @@ def sweep_pool(
     used = [0] * count
     tainted = [False] * count
     alive = bytearray(total_blocks + 2)  # release times still the last of their block
-    chunk_live = [0] * (total_blocks // _CHUNK + 2)
+    chunk_live = [0] * ((total_blocks >> _CHUNK_BITS) + 2)
     last_time: dict = {}
     get = last_time.get
     clock = live_total = 0
@@ -85,25 +85,28 @@ def sweep_pool(
             num_lookup = (num_tokens - 1) // block_size
             partial = 1 if num_tokens % block_size else 0
             assert num_keys == num_tokens // block_size
-        if hash_ids and len(set(keys)) < num_keys:  # a block twice in one request
+        repeated = hash_ids and len(set(keys)) < num_keys
+        if repeated:  # a block twice in one request: two slots may hold it
             tainted = [True] * count
-        # stack distances before this request
+        # stack distances before this request: live release times after the block's own
+        times = [get(key) for key in keys]
         distances = [_FAR] * num_keys
         before = None
-        for position, key in enumerate(keys):
-            released = get(key)
-            if released is not None:
+        previous_time = previous_distance = -2
+        for position, released in enumerate(times):
+            if released is None:
+                continue
+            if released == previous_time - 1:  # released just before the block before it
+                distance = previous_distance + 1
+            else:
                 if before is None:
                     before = [0, *accumulate(chunk_live)]
-                chunk = released // _CHUNK
-                upto = before[chunk] + alive.count(1, chunk * _CHUNK, released + 1)
-                distances[position] = live_total - upto
+                chunk = released >> _CHUNK_BITS
+                upto = before[chunk] + alive.count(1, chunk << _CHUNK_BITS, released + 1)
+                distance = live_total - upto
+            distances[position] = distance
+            previous_time, previous_distance = released, distance
         leading = list(accumulate(distances[:num_lookup], max))
-        later_min = [_FAR] * (num_keys + 1)  # the nearest of the blocks from i on
-        for position in range(num_keys - 1, -1, -1):
-            distance = distances[position]
-            following = later_min[position + 1]
-            later_min[position] = distance if distance < following else following
         for index, outcome in enumerate(outcomes):
             room = outcome.capacity - partial_slot
             hits = bisect_left(leading, room)
@@ -113,8 +116,8 @@ def sweep_pool(
             outcome.cached_tokens.append(cached)
             if hits:
                 outcome.hit_requests += 1
-            if later_min[hits] < room:  # a block cached anew is cached already
-                tainted[index] = True
+            if hits < num_keys and min(distances[hits:]) < room:
+                tainted[index] = True  # a block cached anew is cached already
             taken = num_blocks - hits - partial_slot if num_blocks - hits > partial_slot else 0
             never_used = outcome.capacity - used[index]
             fresh = taken if taken < never_used else never_used
@@ -124,18 +127,34 @@ def sweep_pool(
                 if tainted[index]:
                     outcome.exact = False
         # release: last block first, so the first block is the most recent
-        for position in range(num_keys - 1, -1, -1):
-            key = keys[position]
-            clock += 1
-            released = get(key)
-            if released is not None:
-                alive[released] = 0
-                chunk_live[released // _CHUNK] -= 1
-                live_total -= 1
-            alive[clock] = 1
-            chunk_live[clock // _CHUNK] += 1
-            live_total += 1
-            last_time[key] = clock
+        if repeated:
+            for position in range(num_keys - 1, -1, -1):
+                key = keys[position]
+                clock += 1
+                released = get(key)
+                if released is not None:
+                    alive[released] = 0
+                    chunk_live[released >> _CHUNK_BITS] -= 1
+                    live_total -= 1
+                alive[clock] = 1
+                chunk_live[clock >> _CHUNK_BITS] += 1
+                live_total += 1
+                last_time[key] = clock
+        else:
+            for released in times:
+                if released is not None:
+                    alive[released] = 0
+                    chunk_live[released >> _CHUNK_BITS] -= 1
+                    live_total -= 1
+            first = clock + 1
+            clock += num_keys
+            alive[first : clock + 1] = b"\x01" * num_keys
+            live_total += num_keys
+            for chunk in range(first >> _CHUNK_BITS, (clock >> _CHUNK_BITS) + 1):
+                low = max(first, chunk << _CHUNK_BITS)
+                high = min(clock, ((chunk + 1) << _CHUNK_BITS) - 1)
+                chunk_live[chunk] += high - low + 1
+            last_time.update(zip(reversed(keys), range(first, clock + 1), strict=True))
         partial_slot = partial
     for index, outcome in enumerate(outcomes):
         outcome.peak_used_blocks = used[index]
