@@ -320,8 +320,11 @@ def _report(
     observed,
     outcomes,
     peak_shared_blocks=0,
+    num_requests: int | None = None,
 ) -> ReplayReport:
-    num_requests = len(trace.records)
+    """The report of a replay (`num_requests`: of a trace streamed, whose records are gone)."""
+    if num_requests is None:
+        num_requests = len(trace.records)
     bill = None
     if isinstance(policy, ProviderPolicy):
         profile = policy.profile
