@@ -70,15 +70,18 @@ def test_a_trace_out_of_order_is_read_whole(tmp_path):
     capacity=st.sampled_from([None, 12, 40, 5000]),
     block_sizes=st.sampled_from([(None,), (16,), (16, 8), (None, 32)]),
     bad=st.integers(0, 3),
+    scale=st.sampled_from([1, 1, 2**35, -1]),
 )
 def test_any_trace_streams_to_the_same_report(
-    tmp_path_factory, requests, capacity, block_sizes, bad
+    tmp_path_factory, requests, capacity, block_sizes, bad, scale
 ):
     rng = random.Random(len(requests))
     lines: list = []
     clock = 0
     for number, (ids, step) in enumerate(requests):
         clock += step
+        if number >= len(requests) // 2:  # later ids may be large or negative: a set holds them
+            ids = [value * scale for value in ids]
         line = {"timestamp": clock, "input_length": len(ids) * 16, "hash_ids": ids}
         size = block_sizes[number % len(block_sizes)]
         if size is not None:

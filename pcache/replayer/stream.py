@@ -16,6 +16,7 @@ standard input) reads the whole trace.
 from __future__ import annotations
 
 import os
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -33,30 +34,35 @@ DIRECT_POOL_BLOCKS = 1 << 22
 trace's footprint (one more pass over the file), as `simulate` bounds it."""
 
 
+DENSE_IDS = 1 << 28
+"""Ids below this are marked seen in a byte array (Mooncake's and pcache's traces number
+their blocks densely from 0); any other id moves the cache to a set."""
+
+
 class UnlimitedHashPolicy:
-    """A vllm pool that never evicts, over hash ids: the ids seen so far."""
+    """A vllm pool that never evicts, over hash ids: the ids seen so far, a byte per id while
+    the ids are small (a set of ints takes some 70 bytes an id)."""
 
     def __init__(self, block_size: int):
+        import numpy as np
+
+        self.np = np
         self.block_size = block_size
-        self.seen: set = set()
+        self.flags = np.zeros(1 << 16, dtype=np.bool_)
+        self.seen: set | None = None
         self.evicted_blocks = 0
         self.peak_used_blocks = 0
 
     def serve_all(self, records: Sequence[TraceRecord], cached: list[int]) -> int:
-        seen = self.seen
-        contains = seen.__contains__
         block_size = self.block_size
         hit_requests = used = 0
         for record in records:
             hash_ids = record.hash_ids
-            hits = 0
-            for block_hash in hash_ids:
-                if not contains(block_hash):
-                    break
-                hits += 1
-            if hits < len(hash_ids):
-                used += len(hash_ids) - hits
-                seen.update(hash_ids)
+            if self.seen is None:
+                hits = self._dense(hash_ids)
+            if self.seen is not None:
+                hits = self._sparse(hash_ids)
+            used += len(hash_ids) - hits
             if hits:
                 hit_requests += 1
                 hit_tokens = hits * block_size
@@ -65,6 +71,39 @@ class UnlimitedHashPolicy:
                 cached.append(0)
         self.peak_used_blocks += used
         return hit_requests
+
+    def _dense(self, hash_ids) -> int:
+        """The leading run of ids seen, all ids then marked seen; the set takes over (and
+        this returns 0 unmarked) when an id is not a small non-negative integer."""
+        np = self.np
+        if not len(hash_ids):
+            return 0
+        ids = np.frombuffer(hash_ids, dtype=np.int64) if isinstance(hash_ids, array) else None
+        if ids is None or int(ids.min()) < 0 or int(ids.max()) >= DENSE_IDS:
+            self.seen = set(np.flatnonzero(self.flags).tolist())
+            return 0
+        largest = int(ids.max())
+        if largest >= len(self.flags):
+            grown = np.zeros(max(2 * len(self.flags), largest + 1), dtype=np.bool_)
+            grown[: len(self.flags)] = self.flags
+            self.flags = grown
+        marked = self.flags[ids]
+        hits = len(ids) if marked.all() else int(marked.argmin())
+        if hits < len(ids):
+            self.flags[ids] = True
+        return hits
+
+    def _sparse(self, hash_ids) -> int:
+        assert self.seen is not None
+        contains = self.seen.__contains__
+        hits = 0
+        for block_hash in hash_ids:
+            if not contains(block_hash):
+                break
+            hits += 1
+        if hits < len(hash_ids):
+            self.seen.update(hash_ids)
+        return hits
 
 
 def streams(trace: Any, options: SimulationOptions, keep_requests: bool, sweep: bool) -> bool:
