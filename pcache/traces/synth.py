@@ -280,18 +280,26 @@ def segment_text(seed: int, segment_id: int, length: int) -> str:
     return " ".join(_WORDS[i] for i in picks)
 
 
+_State = tuple[int, int, tuple, int]
+"""Where a walk over segments stands: (ids so far, parent id, pieces of the open block,
+tokens in it)."""
+
+
 class BlockInterner:
     """Ids for blocks of concatenated segments: equal prefixes give equal ids, chained.
 
     Blocks that hold a session's own segment can only recur in that session: they are kept
     per session and forgotten when it ends, so memory follows the sessions running, not the
-    requests written. Ids are numbered in order of first appearance either way."""
+    requests written. Ids are numbered in order of first appearance either way. A session's
+    request repeats the segments of its previous one: the walk resumes where they end."""
 
     def __init__(self, block_size: int):
         self.block_size = block_size
         self.ids: dict = {}
         self.scoped: dict[str, dict] = {}
-        self.heads: dict[tuple, tuple[list[int], int, list, int]] = {}
+        self.last: dict[str, tuple[list, list[int], list[_State]]] = {}
+        """Per session: its last request's segments, ids, and the walk's state before each
+        of those segments."""
         self.next_id = 0
 
     def hash_ids(
@@ -302,17 +310,23 @@ class BlockInterner:
     ) -> list[int]:
         """The ids of the blocks of `segments`; those after the first `shared` segments are
         `scope`'s own (None: every block may be shared)."""
-        ids, parent, pieces, filled = [], -1, [], 0
+        first, ids, state = 0, [], (0, -1, (), 0)
+        previous = self.last.get(scope) if scope is not None else None
+        if previous is not None:
+            old_segments, old_ids, old_states = previous
+            limit = min(len(segments), len(old_segments))
+            while first < limit and segments[first] == old_segments[first]:
+                first += 1
+            state = old_states[first]  # the state before segment `first`, or at the end
+            ids = old_ids[: state[0]]
+        states: list[_State] = list(previous[2][:first]) if previous is not None and first else []
+        _, parent, open_pieces, filled = state
+        pieces = list(open_pieces)
         table = self.ids
-        first = 0
-        if scope is not None and shared:  # the shared head: the same blocks every time
-            head = tuple(segments[:shared])
-            state = self.heads.get(head)
-            if state is None:
-                state = self.heads[head] = self._head_state(head)
-            head_ids, parent, head_pieces, filled = state
-            ids, pieces, first = list(head_ids), list(head_pieces), shared
+        if scope is not None and shared is not None and first - 1 >= shared:
+            table = self.scoped.setdefault(scope, {})
         for index in range(first, len(segments)):
+            states.append((len(ids), parent, tuple(pieces), filled))
             _, segment_id, length = segments[index]
             if scope is not None and shared is not None and index >= shared:
                 table = self.scoped.setdefault(scope, {})
@@ -326,28 +340,16 @@ class BlockInterner:
                     parent = self._intern(table, parent, pieces)
                     ids.append(parent)
                     pieces, filled = [], 0
+        end = (len(ids), parent, tuple(pieces), filled)
         if pieces:
             ids.append(self._intern(table, parent, pieces))
+        if scope is not None:
+            self.last[scope] = (segments, ids, [*states, end])
         return ids
-
-    def _head_state(self, head: tuple) -> tuple[list[int], int, list, int]:
-        """(ids, parent, pieces, filled) after the blocks of a shared head."""
-        ids, parent, pieces, filled = [], -1, [], 0
-        for _, segment_id, length in head:
-            offset = 0
-            while offset < length:
-                take = min(self.block_size - filled, length - offset)
-                pieces.append((segment_id, offset, take))
-                filled += take
-                offset += take
-                if filled == self.block_size:
-                    parent = self._intern(self.ids, parent, pieces)
-                    ids.append(parent)
-                    pieces, filled = [], 0
-        return ids, parent, pieces, filled
 
     def forget(self, scope: str) -> None:
         self.scoped.pop(scope, None)
+        self.last.pop(scope, None)
 
     def _intern(self, table: dict, parent: int, pieces: list) -> int:
         key = (parent, tuple(pieces))
