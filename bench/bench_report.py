@@ -37,7 +37,8 @@ from tests.browser import find_chromium, load, screenshot  # noqa: E402
 
 
 def timed(*arguments: str, root: Path = ROOT) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of `python -m pcache ARGUMENTS` (in checkout `root`)."""
+    """Wall seconds and peak RSS (MiB) of `python -m pcache ARGUMENTS` (in checkout `root`);
+    its CPU seconds (user + system) are in `LAST_CPU`."""
     env = dict(os.environ, PYTHONPATH=str(root), HF_HUB_OFFLINE="1")
     command = ["/usr/bin/time", "-v", sys.executable, "-m", "pcache", *arguments]
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root)
@@ -47,7 +48,13 @@ def timed(*arguments: str, root: Path = ROOT) -> tuple[float, float]:
     hours, minutes, seconds = wall.groups()
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
     total = int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
+    user = re.search(r"User time \(seconds\): ([\d.]+)", result.stderr)
+    system = re.search(r"System time \(seconds\): ([\d.]+)", result.stderr)
+    LAST_CPU[0] = float(user.group(1)) + float(system.group(1))
     return total, int(rss.group(1)) / 1024
+
+
+LAST_CPU = [0.0]
 
 
 def take_screenshot(output: Path) -> None:
@@ -111,6 +118,7 @@ def alternate(log: Path, page: Path, repeat: int, against: Path | None) -> None:
     trees = [("this", ROOT)] + ([("against", against.resolve())] if against else [])
     walls: dict[tuple[str, str], list[float]] = {}
     peaks: dict[tuple[str, str], list[float]] = {}
+    cpus: dict[tuple[str, str], list[float]] = {}
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for _ in range(repeat):
         for tree, root in trees:
@@ -121,23 +129,28 @@ def alternate(log: Path, page: Path, repeat: int, against: Path | None) -> None:
                 wall, rss = timed(*command, root=root)
                 walls.setdefault((tree, name), []).append(wall)
                 peaks.setdefault((tree, name), []).append(rss)
+                cpus.setdefault((tree, name), []).append(LAST_CPU[0])
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for tree, _ in trees:
         for name in ("report", "lint"):
             values = walls[(tree, name)]
+            cpu = cpus[(tree, name)]
             print(
-                f"{tree:<8} pcache {name:<7} median {statistics.median(values):7.1f} s"
+                f"{tree:<8} pcache {name:<7} wall median {statistics.median(values):7.1f} s"
                 f" (min {min(values):.1f}, max {max(values):.1f}),"
-                f" peak RSS median {statistics.median(peaks[(tree, name)]):.0f} MiB"
+                f" CPU median {statistics.median(cpu):.1f} s (min {min(cpu):.1f},"
+                f" max {max(cpu):.1f}), peak RSS median"
+                f" {statistics.median(peaks[(tree, name)]):.0f} MiB"
             )
-        ratios = [
-            report / lint
-            for report, lint in zip(walls[(tree, "report")], walls[(tree, "lint")], strict=True)
-        ]
-        print(
-            f"{tree:<8} report / lint: median {statistics.median(ratios):.2f}x"
-            f" (rounds: {', '.join(f'{ratio:.2f}' for ratio in ratios)})"
-        )
+        for kind, table in (("wall", walls), ("CPU", cpus)):
+            ratios = [
+                report / lint
+                for report, lint in zip(table[(tree, "report")], table[(tree, "lint")], strict=True)
+            ]
+            print(
+                f"{tree:<8} report / lint ({kind}): median {statistics.median(ratios):.2f}x"
+                f" (rounds: {', '.join(f'{ratio:.2f}' for ratio in ratios)})"
+            )
 
 
 if __name__ == "__main__":
