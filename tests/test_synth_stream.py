@@ -91,7 +91,7 @@ def reference_hash_ids(options: SynthOptions, requests: list[SynthRequest]) -> l
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     workload=st.sampled_from(["shared-prefix", "chat", "agent"]),
     num_requests=st.integers(1, 400),

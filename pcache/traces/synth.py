@@ -323,12 +323,13 @@ class BlockInterner:
         _, parent, open_pieces, filled = state
         pieces = list(open_pieces)
         table = self.ids
-        if scope is not None and shared is not None and first - 1 >= shared:
-            table = self.scoped.setdefault(scope, {})
+        own = scope is not None and shared is not None
+        if own and any(length for _, _, length in segments[shared:first]):
+            table = self.scoped.setdefault(scope, {})  # a block holds the session's own
         for index in range(first, len(segments)):
             states.append((len(ids), parent, tuple(pieces), filled))
             _, segment_id, length = segments[index]
-            if scope is not None and shared is not None and index >= shared:
+            if own and index >= shared and length:
                 table = self.scoped.setdefault(scope, {})
             offset = 0
             while offset < length:
