@@ -59,7 +59,7 @@ def synth_command(
     Example: pcache trace synth --workload chat -n 200 --seed 1 -o chat.jsonl
     """
     from pcache.files import check_writable
-    from pcache.traces.synth import SynthOptions, iter_lines, synthesize
+    from pcache.traces.synth import SynthOptions, iter_lines
 
     if output != "-":
         check_writable(output)
@@ -83,7 +83,7 @@ def synth_command(
         output=output_format,
         block_size=block_size,
     )
-    _write_jsonl(output, iter_lines(options, synthesize(options)))
+    _write_jsonl(output, iter_lines(options))
 
 
 def _write_jsonl(path: str, lines) -> None:

@@ -22,8 +22,10 @@ from pcache.replayer.endpoint_options import EndpointOptions
 from pcache.replayer.engine_options import EngineOptions
 from pcache.replayer.options import ReplayOptions, build_options
 from pcache.replayer.report import MODES, ReplayReport
-from pcache.replayer.simulate import MAX_CACHE_BLOCKS, SimulationOptions, simulate, sweep_capacities
+from pcache.replayer.simulate import MAX_CACHE_BLOCKS, SimulationOptions, simulate
 from pcache.replayer.simulate_options import SimulateOptions
+from pcache.replayer.stream import simulate_file, streams
+from pcache.replayer.sweep import capacity_sweep
 
 Progress = Callable[[int], None] | None
 Trace = Any
@@ -86,6 +88,27 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
         options = replace(options, calibration=None, ttft=fit.model)
     simulation = options.simulation_options(shape.kv_bytes_per_token)
     simulation = replace(simulation, calibration=used)
+    streamable = options.fleet is None
+    if streamable and streams(trace, simulation, options.keep_requests, options.capacity_sweep):
+
+        def sized(block_size: int) -> SimulationOptions:
+            if options.cache_gb is None:
+                return simulation
+            capacity = blocks_for_gigabytes(options.cache_gb, shape, block_size)
+            return replace(simulation, cache_blocks=min(max(capacity, 1), MAX_CACHE_BLOCKS))
+
+        streamed = simulate_file(
+            trace,
+            sized,
+            trace_format=options.trace_format,
+            strict=options.strict,
+            block_size=options.trace_block_size,
+            limit=options.limit,
+            progress=progress,
+        )
+        if streamed is not None:
+            report, header = streamed
+            return ReplayResult([report], False, shape.name, header.skipped, header.reordered)
     loaded = options.read_trace(trace)
     if options.limit is not None:
         loaded = replace(loaded, records=loaded.records[: options.limit])
@@ -100,11 +123,7 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
         sweep = options.fleet.is_grid
         return ReplayResult(reports, sweep, shape.name, loaded.skipped, loaded.reordered)
     if options.capacity_sweep:
-        capacities = sweep_capacities(loaded, simulation, options.sweep_points)
-        reports = [
-            simulate(loaded, replace(simulation, cache_blocks=capacity), progress=progress)
-            for capacity in capacities
-        ]
+        reports = capacity_sweep(loaded, simulation, options.sweep_points).reports
     else:
         reports = [simulate(loaded, simulation, progress, keep_requests=options.keep_requests)]
     return ReplayResult(

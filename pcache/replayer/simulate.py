@@ -323,8 +323,11 @@ def _report(
     observed,
     outcomes,
     peak_shared_blocks=0,
+    num_requests: int | None = None,
 ) -> ReplayReport:
-    num_requests = len(trace.records)
+    """The report of a replay (`num_requests`: of a trace streamed, whose records are gone)."""
+    if num_requests is None:
+        num_requests = len(trace.records)
     bill = None
     if isinstance(policy, ProviderPolicy):
         profile = policy.profile
@@ -382,14 +385,19 @@ def min_capacity_blocks(trace: Trace, block_size: int) -> int:
     return max(cdiv(r.input_length, block_size) for r in trace.records)
 
 
-def sweep_capacities(trace: Trace, options: SimulationOptions, points: int = 8) -> list[int]:
-    """Capacities from the smallest feasible to the unlimited footprint, geometric steps."""
+def sweep_capacities(
+    trace: Trace, options: SimulationOptions, points: int = 8, unlimited_peak: int | None = None
+) -> list[int]:
+    """Capacities from the smallest feasible to the unlimited footprint, geometric steps
+    (`unlimited_peak`: the blocks an unlimited vllm cache uses, if known)."""
     block_size = trace.block_size or options.block_size
     low = max(min_capacity_blocks(trace, block_size), 1)
-    from dataclasses import replace
+    if unlimited_peak is None:
+        from dataclasses import replace
 
-    unlimited = simulate(trace, replace(options, cache_blocks=None, policy="vllm"))
-    high = max(unlimited.peak_used_blocks, low)
+        unlimited = simulate(trace, replace(options, cache_blocks=None, policy="vllm"))
+        unlimited_peak = unlimited.peak_used_blocks
+    high = max(unlimited_peak, low)
     if high == low or points < 2:
         return [low]
     ratio = (high / low) ** (1 / (points - 1))

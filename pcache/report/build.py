@@ -9,6 +9,7 @@ prefix tree counts which requests share which tokens and reads the profile's reu
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -132,7 +133,7 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     stage = stage or (lambda text: None)
     from pcache.replayer.arguments import ReplayArguments
     from pcache.replayer.run import simulation_options, trace_settings
-    from pcache.replayer.simulate import simulate, sweep_capacities
+    from pcache.replayer.sweep import capacity_sweep
     from pcache.rules.runner import expand_paths
 
     replay_files = [read_replay_file(path) for path in options.replay_files]
@@ -152,25 +153,23 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     if calibration is not None:
         arguments = replace(arguments, ttft=calibration.model)
     settings = trace_settings(arguments)
-    stage("reading and tokenizing")
-    trace, origins = _read(files, settings)
+    if len(files) == 1 and _first_format(files[0]) in HASH_FORMATS:
+        stage("reading")
+        trace, origins = _read(files, settings)
+        lint = None
+    else:
+        stage("reading, tokenizing and linting")
+        lint, trace, origins = _lint_and_read(options, files, settings)
     hashed = trace.format in HASH_FORMATS
-    if not hashed:
-        stage("linting")
-    lint = None if hashed else _lint(options)
 
     shape = resolve_model(options.model)
     simulation = simulation_options(arguments, shape.kv_bytes_per_token)
-    capacities = sweep_capacities(trace, simulation, options.sweep_points)
-    sweep = [
-        simulate(
-            trace, replace(simulation, cache_blocks=size), keep_requests=size == capacities[-1]
-        )
-        for size in capacities
-    ]
+    stage("replaying")
+    swept = capacity_sweep(trace, simulation, options.sweep_points, keep_requests=True)
+    sweep = swept.reports
     replay = sweep[-1]  # the sweep ends at the footprint of an unlimited cache
     if replay.evicted_blocks:
-        replay = simulate(trace, simulation, keep_requests=True)
+        replay = swept.unlimited
 
     stage("growing the prefix tree")
     tree = _tree(trace, origins if not hashed else None, settings, options)
@@ -231,6 +230,11 @@ def _read(files: list[str], settings: Settings) -> tuple[Trace, list[Origin]]:
         read.append((path, trace))
     if not read:
         raise InputError(", ".join(files), "no request log among these files")
+    return _combine(read, left_out)
+
+
+def _combine(read: list[tuple[str, Trace]], left_out: list[str]) -> tuple[Trace, list[Origin]]:
+    """Several files' traces as one request log, in timestamp order (stable)."""
     source = ", ".join(trace.source for _, trace in read)
     combined = Trace(source=source, format="requests", block_size=None, skipped=left_out)
     origins = []
@@ -256,8 +260,68 @@ def _origin(path: str, source: str, line: int | None) -> Origin:
     return Origin(path, line, source if line is None else f"{source}:{line}")
 
 
-def _lint(options: ReportOptions):
-    """`pcache lint PATHS` with the same settings, the same `[tool.pcache.lint]` config."""
+def _first_format(path: str) -> str:
+    """The format of a file's first valid line, as `read_trace` detects it."""
+    from pcache.prompt.loading import iter_values
+    from pcache.traces.readers import detect_format
+
+    try:
+        for entry in iter_values(path, skip_errors=True):
+            if not isinstance(entry, InputError):
+                return detect_format(entry[1])
+    except InputError:
+        pass
+    return "requests"
+
+
+def _lint_and_read(options: ReportOptions, files: list[str], settings: Settings):
+    """Lint the log and keep, from the same pass, each request's record and origin (the
+    trace `_read` would read); `_read` reads it again only where a file held no request."""
+    from pcache.files import display_name
+    from pcache.traces.readers import record_of_request
+
+    by_file: dict[str, tuple[list, list[str]]] = {display_name(path): ([], []) for path in files}
+    current: list = [None, None]  # the source of the last request and its lists
+
+    def observe(item, token_ids) -> None:
+        source = item.source
+        if source != current[0]:
+            current[0], current[1] = source, by_file.setdefault(source, ([], []))
+        records, skipped = current[1]
+        if token_ids is None:
+            skipped.append(str(item))
+        else:
+            records.append(record_of_request(item, token_ids, len(records), settings.cache_salt))
+
+    lint = _lint(options, observe)
+    if len(by_file) != len(files) or not all(records for records, _ in by_file.values()):
+        trace, origins = _read(files, settings)
+        return lint, trace, origins
+    traces = []
+    for path in files:
+        records, skipped = by_file[display_name(path)]
+        trace = Trace(display_name(path), "requests", None, records, skipped)
+        trace.has_timestamps = any(record.timestamp_ms for record in records)
+        _sort(trace)
+        traces.append((path, trace))
+    if len(traces) == 1:
+        path, trace = traces[0]
+        return lint, trace, [_origin(path, trace.source, record.line) for record in trace.records]
+    trace, origins = _combine(traces, [])
+    return lint, trace, origins
+
+
+def _sort(trace: Trace) -> None:
+    """Records in timestamp order (stable), as `read_trace` leaves them."""
+    stamps = [record.timestamp_ms for record in trace.records]
+    if any(later < earlier for earlier, later in itertools.pairwise(stamps)):
+        trace.records.sort(key=lambda record: record.timestamp_ms)
+        trace.reordered = True
+
+
+def _lint(options: ReportOptions, observer=None):
+    """`pcache lint PATHS` with the same settings, the same `[tool.pcache.lint]` config;
+    `observer` is told of each request (`LintOptions.observer`)."""
     from pathlib import Path
 
     from pcache.rules import RULES
@@ -273,10 +337,7 @@ def _lint(options: ReportOptions):
         RULES,
         source=f"{config_path}" if config_path else "config",
     )
-    lint_options = LintOptions(
-        settings=options.settings,
-        selection=selection,
-    )
+    lint_options = LintOptions(settings=options.settings, selection=selection, observer=observer)
     return lint_paths(list(options.paths), lint_options, config)
 
 

@@ -63,6 +63,10 @@ class LintOptions(WithSettings):
     template_chosen: bool | None = None
     """Whether the template is the one the user's model uses (rules about the template speak
     only then); None: when the tokenizer is not the default or `renderer` is given."""
+    observer: Callable[[Request | InputError, list[int] | None], None] | None = None
+    """Told of every request linted, with its token ids, and of every line or request that
+    could not be read or rendered (with None), in input order: a consumer of the same log
+    (`pcache report`) reuses this one pass."""
 
     @property
     def speaks_for_template(self) -> bool:
@@ -184,6 +188,7 @@ class _Run:
         self.seconds = {"read": 0.0, "render": 0.0, "rules": 0.0, "cost": 0.0}
         self.ignored: tuple[str, ...] = ()
         self.positions: tuple[tuple[str, int | None], JsonPositions | None] | None = None
+        self.observer = options.observer
 
     def lint_file(self, path: str) -> None:
         self.summary.files += 1
@@ -208,6 +213,8 @@ class _Run:
         return not any(code.startswith(selector) for selector in self.ignored)
 
     def _parse_error(self, failure: InputError) -> None:
+        if self.observer is not None:
+            self.observer(failure, None)
         if not self.report_parse_errors or not self._keep(PARSE_ERROR.code):
             return
         self.diagnostics.append(
@@ -243,6 +250,8 @@ class _Run:
         started = time.perf_counter()
         _ = current.token_ids  # rendered and tokenized here, timed as such
         self.seconds["render"] += time.perf_counter() - started
+        if self.observer is not None:
+            self.observer(request, current.token_ids)
         self._remember_rendered(current)
 
         started = time.perf_counter()

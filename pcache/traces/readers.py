@@ -16,6 +16,7 @@ timestamp order are sorted (stable) and `Trace.reordered` is set.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -136,6 +137,24 @@ def _read_hash_records(entries: Iterator, trace: Trace, strict: bool) -> None:
     trace.has_timestamps = has_stamp
 
 
+def record_of_request(
+    request: Any, token_ids: list[int], index: int, cache_salt: str | None = None
+) -> TraceRecord:
+    """The record of a rendered request (`cache_salt`: the settings' salt, over the request's)."""
+    return TraceRecord(
+        index=index,
+        line=request.line,
+        timestamp_ms=request.timestamp if request.timestamp is not None else 0.0,
+        input_length=len(token_ids),
+        output_length=request.output_length or 0,
+        token_ids=token_ids,
+        session_id=request.session_id,
+        cache_salt=cache_salt or request.cache_salt,
+        observed_cached_tokens=request.cached_tokens,
+        routing_text=_joined_text(request),
+    )
+
+
 def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
     """Renders request bodies with the real tokenizer (`settings`: pipeline Settings)."""
     from pcache.prompt.render import prompt_token_ids, resolve_renderer
@@ -153,18 +172,9 @@ def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
             if renderer is None:
                 renderer = SegmentCachedRenderer(resolve_renderer(settings.tokenizer))
             token_ids = prompt_token_ids(request, renderer, settings.render_options())
-        return TraceRecord(
-            index=index,
-            line=line,
-            timestamp_ms=request.timestamp if request.timestamp is not None else 0.0,
-            input_length=len(token_ids),
-            output_length=request.output_length or 0,
-            token_ids=token_ids,
-            session_id=request.session_id,
-            cache_salt=settings.cache_salt or request.cache_salt,
-            observed_cached_tokens=request.cached_tokens,
-            routing_text=_joined_text(request),
-        )
+        record = record_of_request(request, token_ids, index, settings.cache_salt)
+        record.line = line
+        return record
 
     return convert
 
@@ -282,3 +292,91 @@ def read_trace(
         trace.records.sort(key=lambda record: record.timestamp_ms)
         trace.reordered = True
     return trace
+
+
+class NotStreamable(Exception):
+    """The trace cannot be replayed as it is read: out of timestamp order, or its lines
+    disagree on the block size (`read_trace` reads it whole)."""
+
+
+def stream_hash_trace(
+    path: str | os.PathLike[str],
+    *,
+    trace_format: str = "auto",
+    strict: bool = False,
+    block_size: int | None = None,
+) -> tuple[Trace, Iterator[TraceRecord]] | None:
+    """A Mooncake or Bailian trace file as it is read: its header (`Trace` without records:
+    source, format, block size; `skipped` and `has_timestamps` fill as the records are read)
+    and its records in file order, one at a time. None when the file holds request bodies.
+    The iterator raises `NotStreamable` where `read_trace` would reorder the records or take
+    another line's block size, and `InputError` at its end if no record was valid."""
+    if trace_format not in FORMATS:
+        raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
+    source = display_name(path)
+    trace = Trace(source=source, format=trace_format, block_size=None)
+    entries = iter_values(path, skip_errors=not strict)
+    for entry in entries:  # the first valid line decides the format
+        if isinstance(entry, InputError):
+            trace.skipped.append(str(entry))
+            continue
+        if trace.format == "auto":
+            trace.format = detect_format(entry[1])
+        entries = itertools.chain((entry,), entries)
+        break
+    if trace.format not in ("mooncake", "bailian"):
+        return None
+    first = next(entries, None)
+    if first is not None:
+        entries = itertools.chain((first,), entries)
+        if type(first) is tuple and isinstance(first[1], dict):
+            size = first[1].get("block_size")
+            if type(size) is int and size >= 1:
+                trace.block_size = size
+    if trace.block_size is None:
+        trace.block_size = MOONCAKE_BLOCK_SIZE if trace.format == "mooncake" else BAILIAN_BLOCK_SIZE
+    declared = trace.block_size
+    if block_size is not None:
+        trace.block_size = block_size
+    return trace, _stream_records(entries, trace, strict, declared, block_size is not None)
+
+
+def _stream_records(
+    entries: Iterator, trace: Trace, strict: bool, declared: int, overridden: bool
+) -> Iterator[TraceRecord]:
+    skipped, source = trace.skipped, trace.source
+    bailian = trace.format == "bailian"
+    sessions: dict[str, str] = {}
+    count = 0
+    latest = -math.inf
+    for entry in entries:
+        if type(entry) is not tuple:
+            skipped.append(str(entry))
+            continue
+        line, value = entry
+        try:
+            record = _hash_record(value, count, line, bailian, sessions)
+            if "block_size" in value:
+                size = value["block_size"]
+                if type(size) is not int or size < 1:
+                    raise ValueError("`block_size` must be a positive integer")
+                if size != declared and not overridden:
+                    raise NotStreamable("the lines disagree on the block size")
+        except ValueError as failure:
+            if strict:
+                raise InputError(source, str(failure), line) from None
+            skipped.append(
+                f"{source}:{line}: {failure}" if line is not None else f"{source}: {failure}"
+            )
+            continue
+        if record.timestamp_ms < latest:
+            raise NotStreamable("records out of timestamp order")
+        latest = record.timestamp_ms
+        if not trace.has_timestamps and "timestamp" in value:
+            trace.has_timestamps = True
+        count += 1
+        if len(sessions) > 4096:  # one string per session, among the recent ones
+            sessions.clear()
+        yield record
+    if not count:
+        raise InputError(source, no_valid_records(trace))
