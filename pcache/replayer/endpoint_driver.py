@@ -23,10 +23,12 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pcache.errors import InputError, PcacheError
+from pcache.errors import InputError, PcacheError, UsageError
 from pcache.replayer.arrivals import arrival_offsets
 from pcache.replayer.endpoint_client import ROUTES, RequestTiming, send_request
+from pcache.replayer.endpoint_kv_events import KVEventSubscriber
 from pcache.replayer.endpoint_options import EndpointOptions
+from pcache.replayer.endpoint_replicas import read_replica, replica_deltas, replica_models
 from pcache.replayer.endpoint_report import CacheComparison, EndpointMeasurement, PassResult
 from pcache.replayer.endpoint_requests import (
     default_api,
@@ -277,7 +279,7 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
     ) as client:
         if not options.model:
             session.options = options = replace(
-                options, model=await served_model(client, options, secrets)
+                options, model=await _model(client, options, requests, secrets, found)
             )
         before, note = (None, None)
         if options.scrape_metrics:
@@ -305,7 +307,20 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
             if reset is None:
                 found["notes"].append("the server has no prefix-cache reset route; not reset")
         if not options.compare_cache:
-            found["measured"] = await measured_pass("measured", bodies)
+            replicas = [await read_replica(client, options, u) for u in options.replica_metrics]
+            subscriber = None
+            if options.kv_events is not None:
+                subscriber = KVEventSubscriber(options.kv_events)
+                subscriber.start()
+            try:
+                found["measured"] = await measured_pass("measured", bodies)
+            finally:
+                received = subscriber.stop() if subscriber is not None else None
+            if received is not None:
+                found["kv_events"] = _check_events(session, received, before)
+            if options.replica_metrics:
+                after = [await read_replica(client, options, u) for u in options.replica_metrics]
+                found["replicas"] = replica_deltas(options.replica_metrics, replicas, after)
             return
         salted = kind in ("vllm", "pcache") and options.api != "anthropic"
         if salted:
@@ -340,6 +355,54 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
                 + " against the second (warm: every prefix of the trace was cached by the first)"
             )
         found["comparison"] = (salted, note, reset, order, off, on)
+
+
+async def _model(
+    client: Any, options: EndpointOptions, requests: dict, secrets: list[str], found: dict
+) -> str:
+    """The model to name: the one the server lists; behind a router that lists `unknown` (or
+    none), the trace's own, else the replicas'."""
+    try:
+        listed = await served_model(client, options, secrets)
+    except PcacheError as error:
+        listed, failure = None, error
+    if listed is not None and listed != "unknown":
+        return listed
+    named = {getattr(request, "model", None) for request in requests.values()} - {None, ""}
+    if len(named) == 1:
+        model = named.pop()
+        found["notes"].append(f"the server lists no model it serves; sent the trace's: {model}")
+        return model
+    models = sorted(set(await replica_models(client, options, options.replica_metrics)))
+    if len(models) == 1:
+        found["notes"].append(
+            f"the server lists no model it serves; sent the replicas': {models[0]}"
+        )
+        return models[0]
+    if listed is None:
+        raise failure
+    raise UsageError(
+        f"--model not given and {options.shown} lists its model as `unknown` (a router?);"
+        " give --model, or --replica-metrics with the replicas' URLs"
+    )
+
+
+def _check_events(session: Session, received: Any, before: Any) -> Any:
+    from pcache.replayer.endpoint_kv_check import check_kv_events
+
+    options = session.options
+    config = before.cache_config if before is not None else {}
+    blocks = config.get("num_gpu_blocks", "")
+    num_blocks = int(blocks) if blocks.isdigit() else options.cache_blocks
+    prompts = [record.token_ids or [] for record in session.trace.records]
+    return check_kv_events(
+        options.kv_events or "",
+        received,
+        prompts,
+        options.settings.block_size,
+        num_blocks,
+        config.get("prefix_caching_hash_algo"),
+    )
 
 
 def replay_endpoint(
@@ -494,6 +557,8 @@ def _measurement(session: Session, interrupted: bool) -> EndpointMeasurement:
         prompt_tokens_mismatch=mismatch,
         usage_problems=[t.index for t in odd],
         tokens_mismatch=found.get("token_mismatch"),
+        kv_events=found.get("kv_events"),
+        replicas=found.get("replicas"),
     )
     if report.mismatched_requests() and not (options.reset_cache or options.compare_cache):
         notes.append(
