@@ -244,8 +244,7 @@ def _render_fleet(measurement) -> None:
             f" unexpected {check.stored_unexpected}; removed missing {check.removed_missing},"
             f" unexpected {check.removed_unexpected}; hashes compared {check.hashes_compared:,},"
             f" differ {check.hashes_differ}; unresolved {check.unresolved_blocks};"
-            f" generated-token blocks {check.generated_blocks}, re-announced"
-            f" {check.reannounced_blocks}",
+            f" generated-token blocks {check.generated_blocks}",
             style="dim",
         )
         for note in check.notes:

@@ -5,12 +5,12 @@ it), which any server's events carry: a `BlockStored` gives each block's tokens 
 parent's hash, so a chain of server hashes resolves to a prefix. The prediction runs the
 same prompts, one at a time in order, through pcache's block pool (vLLM's semantics) with the
 server's block count and block size, and records its own stored and removed blocks. Counts
-are multisets: a block stored again after its eviction counts twice.
+are multisets of block copies: a block stored again after its eviction counts twice, and so
+does a block a request recomputed while a copy was cached (vLLM keeps both; so does pcache).
 
 - matched: stored (removed) blocks that both sides stored (removed);
 - mismatches: blocks one side stored (removed) and the other did not. Blocks that extend past
-  every prompt (generated tokens the prediction does not know) are counted apart, as are
-  `BlockStored` events that re-announce a block already held (vLLM 0.32 re-announces hits).
+  every prompt (generated tokens the prediction does not know) are counted apart.
 - hashes: where the server names its hash algorithm (`cache_config_info`'s
   `prefix_caching_hash_algo`) and pcache implements it, each stored block's wire hash is
   recomputed from its tokens and compared; else blocks are compared by tokens only.
@@ -64,7 +64,6 @@ class KVEventCheck:
     removed_missing: int = 0
     removed_unexpected: int = 0
     generated_blocks: int = 0
-    reannounced_blocks: int = 0
     unresolved_blocks: int = 0
     hashes_compared: int = 0
     hashes_differ: int = 0
@@ -190,6 +189,7 @@ def _server_blocks(
 ) -> tuple[Counter, Counter, dict[int, int]]:
     """Stored and removed prefix ids from the server's events, and each held block's hash."""
     prefix_of: dict[Any, int] = {}  # server hash -> prefix id, while the server holds it
+    copies: Counter = Counter()  # server hash -> copies held
     held: dict[int, Any] = {}
     stored: Counter = Counter()
     removed: Counter = Counter()
@@ -197,15 +197,19 @@ def _server_blocks(
         kind = event.get("type")
         if kind == "AllBlocksCleared":
             prefix_of.clear()
+            copies.clear()
             continue
         hashes = event.get("block_hashes") or []
         if kind == "BlockRemoved":
             for server_hash in hashes:
-                prefix = prefix_of.pop(server_hash, None)
+                prefix = prefix_of.get(server_hash)
                 if prefix is None:
                     check.unresolved_blocks += 1
-                else:
-                    removed[prefix] += 1
+                    continue
+                removed[prefix] += 1
+                copies[server_hash] -= 1
+                if copies[server_hash] <= 0:
+                    del prefix_of[server_hash], copies[server_hash]
             continue
         if kind != "BlockStored":
             continue
@@ -217,10 +221,10 @@ def _server_blocks(
             check.unresolved_blocks += len(hashes)
             continue
         for server_hash, prefix in zip(hashes, index.chain(tokens, size, parent), strict=True):
-            if prefix_of.get(server_hash) == prefix:
-                check.reannounced_blocks += 1
+            if prefix_of.setdefault(server_hash, prefix) != prefix:
+                check.unresolved_blocks += 1  # one hash for two different prefixes
                 continue
-            prefix_of[server_hash] = prefix
+            copies[server_hash] += 1
             held[prefix] = server_hash
             stored[prefix] += 1
     return stored, removed, held
