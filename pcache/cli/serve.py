@@ -108,8 +108,7 @@ def serve_command(
     stderr.print(
         f"pcache: serving {server.model_name} ({server.engine.runner.num_blocks - 1} KV blocks"
         f" of {block_size} tokens, chat template: {server.codec.chat_template})"
-        f" on http://{host}:{bound_port}/v1"
-        + (f", KV events on {kv_events}" if kv_events else ""),
+        f" on http://{host}:{bound_port}/v1" + (f", KV events on {kv_events}" if kv_events else ""),
         markup=False,
     )
     uvicorn.Server(config).run(sockets=[listener])

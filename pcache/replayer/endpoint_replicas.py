@@ -97,8 +97,9 @@ def replica_deltas(urls: tuple[str, ...], before: list, after: list) -> list[Rep
             row.error = start if isinstance(start, str) else end
         else:
             for key in ("requests", "prompt_tokens", "hit_tokens"):
-                if key in start and key in end and end[key] >= start[key]:
-                    setattr(row, key, end[key] - start[key])
+                # a labelled counter has no sample before its first increment
+                if key in end and end[key] >= start.get(key, 0.0):
+                    setattr(row, key, end[key] - start.get(key, 0.0))
         rows.append(row)
     return rows
 
