@@ -28,7 +28,12 @@ from pcache.replayer.arrivals import arrival_offsets
 from pcache.replayer.endpoint_client import ROUTES, RequestTiming, send_request
 from pcache.replayer.endpoint_kv_events import KVEventSubscriber
 from pcache.replayer.endpoint_options import EndpointOptions
-from pcache.replayer.endpoint_replicas import read_replica, replica_deltas, replica_models
+from pcache.replayer.endpoint_replicas import (
+    read_replica,
+    replica_deltas,
+    replica_models,
+    router_workers,
+)
 from pcache.replayer.endpoint_report import CacheComparison, EndpointMeasurement, PassResult
 from pcache.replayer.endpoint_requests import (
     default_api,
@@ -130,10 +135,13 @@ def _local_tokenization(session: Session) -> Tokenization:
     return Tokenization("local", f"pcache's {options.settings.tokenizer} tokenizer")
 
 
-async def _learn_tokens(client: Any, session: Session, requests: dict, secrets: list[str]) -> None:
+async def _learn_tokens(
+    client: Any, session: Session, requests: dict, secrets: list[str], side: Any = None
+) -> None:
     """Without -t: a request trace's prompts as the server tokenizes them. With -t, the
     server's tokens (where it has /tokenize) are compared with pcache's, and a difference
-    is a note."""
+    is a note. `side`: the options that reach the server's /tokenize (a replica's, behind a
+    router), if not the replay's own."""
     options, trace = session.options, session.trace
     session.tokenization = _local_tokenization(session)
     bodies = [
@@ -146,7 +154,7 @@ async def _learn_tokens(client: Any, session: Session, requests: dict, secrets: 
     if trace.format != "requests" or options.api == "anthropic":
         return
     try:
-        tokens = await server_tokens(client, options, bodies, secrets)
+        tokens = await server_tokens(client, side or options, bodies, secrets)
     except SideFailure as failure:
         if not options.tokenizer_given:
             session.found["notes"].append(
@@ -286,8 +294,9 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
             before, note = await scrape(client, options, secrets)
         kind = before.kind if before is not None else None
         found.update(kind=kind, metrics_note=note)
-        await _learn_block_size(client, session, before, secrets)
-        await _learn_tokens(client, session, requests, secrets)
+        side, config = await _replica_side(client, options, before, secrets, found)
+        await _learn_block_size(client, session, config, secrets)
+        await _learn_tokens(client, session, requests, secrets, side)
         _plan(session, requests)
         options = session.options
         bodies, offsets = session.bodies, offsets_of(session.trace)
@@ -317,7 +326,7 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
             finally:
                 received = subscriber.stop() if subscriber is not None else None
             if received is not None:
-                found["kv_events"] = _check_events(session, received, before)
+                found["kv_events"] = _check_events(session, received, config)
             if options.replica_metrics:
                 after = [await read_replica(client, options, u) for u in options.replica_metrics]
                 found["replicas"] = replica_deltas(options.replica_metrics, replicas, after)
@@ -360,31 +369,55 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
 async def _model(
     client: Any, options: EndpointOptions, requests: dict, secrets: list[str], found: dict
 ) -> str:
-    """The model to name: the one the server lists; behind a router that lists `unknown` (or
-    none), the trace's own, else the replicas'."""
+    """The model to name: the one the server lists. Behind a router that lists `unknown` (or
+    none): the one its replicas list (--replica-metrics, else the workers the router lists),
+    else the trace's own."""
     try:
         listed = await served_model(client, options, secrets)
     except PcacheError as error:
         listed, failure = None, error
     if listed is not None and listed != "unknown":
         return listed
+    replicas = options.replica_metrics or await router_workers(client, options)
+    found["replica_urls"] = replicas
+    models = sorted(set(await replica_models(client, options, replicas)))
+    if len(models) == 1:
+        found["notes"].append(
+            f"the server lists no model it serves; sent the one its replicas serve: {models[0]}"
+        )
+        return models[0]
     named = {getattr(request, "model", None) for request in requests.values()} - {None, ""}
     if len(named) == 1:
         model = named.pop()
         found["notes"].append(f"the server lists no model it serves; sent the trace's: {model}")
         return model
-    models = sorted(set(await replica_models(client, options, options.replica_metrics)))
-    if len(models) == 1:
-        found["notes"].append(
-            f"the server lists no model it serves; sent the replicas': {models[0]}"
-        )
-        return models[0]
     if listed is None:
         raise failure
     raise UsageError(
         f"--model not given and {options.shown} lists its model as `unknown` (a router?);"
         " give --model, or --replica-metrics with the replicas' URLs"
     )
+
+
+async def _replica_side(
+    client: Any, options: EndpointOptions, before: Any, secrets: list[str], found: dict
+) -> tuple[Any, Any]:
+    """Behind a router with no /metrics of its own: the options that reach its first replica
+    and that replica's /metrics, for the block size, cache config and /tokenize (the replicas
+    of one fleet are assumed alike). Else (None, the server's own /metrics)."""
+    replicas = options.replica_metrics or found.get("replica_urls") or ()
+    if (before is not None and before.block_size is not None) or not replicas:
+        return None, before
+    base = replicas[0].rstrip("/")
+    side = replace(options, url=base if base.endswith("/v1") else f"{base}/v1")
+    metrics, _ = await scrape(client, side, secrets) if options.scrape_metrics else (None, None)
+    if metrics is None:
+        return None, before
+    found["notes"].append(
+        f"the server publishes no block size; its block size, cache configuration and"
+        f" tokens were read from replica {side.shown}"
+    )
+    return side, metrics
 
 
 def _check_events(session: Session, received: Any, before: Any) -> Any:

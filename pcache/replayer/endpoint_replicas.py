@@ -124,3 +124,24 @@ async def replica_models(client: Any, options: Any, urls: tuple[str, ...]) -> li
             if isinstance(name, str) and name and name != "unknown":
                 models.append(name)
     return models
+
+
+async def router_workers(client: Any, options: Any) -> tuple[str, ...]:
+    """The worker URLs a router lists: SGLang's router at /workers (0.3.x) or /list_workers."""
+    import orjson
+
+    from pcache.replayer.endpoint_server import SideFailure, side_request
+
+    for route, key in (("/workers", "workers"), ("/list_workers", "urls")):
+        try:
+            status, data = await side_request(client, options, "GET", options.root_route(route))
+            entries = orjson.loads(data).get(key) if status == 200 else None
+        except (SideFailure, orjson.JSONDecodeError, AttributeError):
+            continue
+        if not isinstance(entries, list):
+            continue
+        urls = [entry.get("url") if isinstance(entry, dict) else entry for entry in entries]
+        found = tuple(url for url in urls if isinstance(url, str) and url.startswith("http"))
+        if found:
+            return found
+    return ()
