@@ -369,12 +369,14 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
 async def _model(
     client: Any, options: EndpointOptions, requests: dict, secrets: list[str], found: dict
 ) -> str:
-    """The model to name: the one the server lists. Behind a router that lists `unknown` (or
-    none): the one its replicas list (--replica-metrics, else the workers the router lists),
-    else the trace's own."""
+    """The model to name: the one the server lists. Behind a router that lists `unknown` (or,
+    with --replica-metrics, none): the one its replicas list (--replica-metrics, else the
+    workers the router lists), else the trace's own."""
     try:
         listed = await served_model(client, options, secrets)
     except PcacheError as error:
+        if not options.replica_metrics:
+            raise
         listed, failure = None, error
     if listed is not None and listed != "unknown":
         return listed
