@@ -1,6 +1,9 @@
 """`replay --endpoint URL --kv-events tcp://HOST:PORT`: the server's KV event stream, received.
 
-A ZMQ SUB socket (all topics) connected before the measured pass; a thread receives
+A ZMQ SUB socket (all topics) set up before the measured pass: it binds the endpoint, where a
+publisher connects (vLLM 0.32 connects to any endpoint but a wildcard, and so does pcache
+serve), or, when the server holds the address already (it bound `tcp://*:PORT`), connects to
+it. A thread receives
 multipart `[topic, sequence, payload]` messages (vLLM's format, `pcache.serve.kv_event_wire`)
 until the pass is over and the stream has been quiet for `QUIET_S` (at most `DRAIN_S`).
 Sequence numbers that skip are counted as missed batches: the check is then incomplete.
@@ -16,7 +19,7 @@ from typing import Any
 from pcache.errors import UsageError
 from pcache.serve.kv_event_wire import msgpack_module, zmq_module
 
-CONNECT_S = 0.5  # a SUB socket misses what is sent before its connection is up
+CONNECT_S = 1.0  # a SUB socket misses what is sent before its connection is up
 QUIET_S = 0.5
 DRAIN_S = 10.0
 POLL_MS = 50
@@ -80,9 +83,14 @@ class KVEventSubscriber:
         socket = context.socket(zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
         try:
-            socket.connect(self.endpoint)
+            try:
+                socket.bind(self.endpoint)
+            except zmq.ZMQError as error:
+                if error.errno != zmq.EADDRINUSE:
+                    raise
+                socket.connect(self.endpoint)
         except zmq.ZMQError as error:
-            self._error = f"cannot connect to {self.endpoint}: {error}"
+            self._error = f"cannot bind or connect to {self.endpoint}: {error}"
             self._ready.set()
             socket.close()
             context.term()

@@ -3,8 +3,10 @@
 Once per engine step the pool's queued events (`BlockPool.take_events`) go out as one
 `KVEventBatch` on a ZMQ PUB socket bound to the endpoint (`pcache.serve.kv_event_wire` has
 the format), numbered from 0 as vLLM numbers them. A fresh pool (after a failed step the
-engine starts afresh) is announced by `AllBlocksCleared`. The socket is bound when the server
-is built (a bad endpoint fails before the HTTP port opens); from then on only the engine's
+engine starts afresh) is announced by `AllBlocksCleared`. As vLLM 0.32 does, the socket binds
+a wildcard (`tcp://*:5557`) or ipc/inproc endpoint and connects to any other, where a
+subscriber (llm-d's indexer, `replay --kv-events`) has bound it; it is set up when the server
+is built (a bad endpoint fails before the HTTP port opens), and from then on only the engine's
 thread uses and closes it (ZMQ sockets are not thread-safe). There is no replay socket: a
 subscriber that joins late misses what was sent before it.
 """
@@ -31,6 +33,11 @@ def check_endpoint(endpoint: str) -> str:
     return endpoint
 
 
+def is_bind_endpoint(endpoint: str) -> bool:
+    """vLLM's rule: bind wildcard and ipc/inproc endpoints, connect to the rest."""
+    return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
+
+
 class KVEventPublisher:
     """A PUB socket that sends the block pool's events, one batch per call to `publish`."""
 
@@ -50,11 +57,13 @@ class KVEventPublisher:
         self._socket = self._context.socket(zmq.PUB)
         self._socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
         self._socket.setsockopt(zmq.LINGER, 1000)
+        bind = is_bind_endpoint(self.endpoint)
         try:
-            self._socket.bind(self.endpoint)
+            (self._socket.bind if bind else self._socket.connect)(self.endpoint)
         except zmq.ZMQError as error:
             self.close()
-            raise UsageError(f"--kv-events: cannot bind {self.endpoint}: {error}") from None
+            verb = "bind" if bind else "connect to"
+            raise UsageError(f"--kv-events: cannot {verb} {self.endpoint}: {error}") from None
 
     def watch(self, pool: Any) -> None:
         """Turn events on in the engine's current pool (call before each step); a pool that
