@@ -163,3 +163,17 @@ def test_bad_kv_events_endpoints_are_one_line_usage_errors(tmp_path, cli):
     assert result.exit_code == 2 and "--compare-cache" in result.output
     result = cli("serve", "--model", "tiny", "--kv-events", "http://x")
     assert result.exit_code == 2 and "--kv-events takes" in result.output
+
+
+def test_request_counters_exist_from_the_start(tmp_path):
+    pytest.importorskip("torch")
+    httpx = pytest.importorskip("httpx")
+    from pcache.replayer.endpoint_replicas import replica_counters
+    from tests.serve_helpers import metric, served
+
+    with served() as (url, _):
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+    for reason in ("stop", "length", "abort", "error"):
+        assert f'finished_reason="{reason}"' in text
+    assert metric(text, "pcache:request_success_total", finished_reason="length") == 0
+    assert replica_counters(text) == {"requests": 0.0, "prompt_tokens": 0.0, "hit_tokens": 0.0}
