@@ -217,7 +217,11 @@ def _plan(session: Session, requests: dict) -> None:
     """The token records, the bodies to send and the prediction, from what was learned."""
     options = session.options
     session.trace = materialize(session.trace, options)
-    session.bodies = request_bodies(session.trace, options, requests)
+    # behind a router, the text the replicas tokenized (/tokenize) is sent as text
+    tokenization = session.tokenization
+    text = bool(session.found.get("replica_urls")) and tokenization is not None
+    text = text and tokenization.kind == "server"
+    session.bodies = request_bodies(session.trace, options, requests, text)
     session.prediction = predict(session.trace, options)
     session.predicted = [outcome.cached_tokens for outcome in session.prediction.per_request]
 

@@ -67,3 +67,27 @@ def test_a_serial_replay_through_the_router_counts_each_replica(tmp_path, cli, r
         assert sorted(row["requests"] for row in rows) == [count // 2, count - count // 2]
         halves = sorted([sum(cached[0::2]), sum(cached[1::2])])
         assert sorted(row["hit_tokens"] for row in rows) == halves
+
+
+def test_text_prompts_pass_through_the_router_as_text(tmp_path, cli, replicas):
+    """SGLang's router takes a completion's prompt as text only: a text trace is sent as its
+    text, tokenized for the prediction by a replica's /tokenize."""
+    rng = random.Random(5)
+    system = " ".join(rng.choice(["north", "south", "east", "west"]) for _ in range(150))
+    lines = [
+        {"timestamp": index, "output_length": 2, "prompt": f"{system} question {index}?"}
+        for index in range(6)
+    ]
+    trace = tmp_path / "text.jsonl"
+    trace.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    reset(replicas)
+    with router("round_robin", replicas, tmp_path / "router.log") as url:
+        result = cli(
+            "replay", trace, "--endpoint", f"{url}/v1", "--max-concurrency", "1",
+            "--replica-metrics", ",".join(replicas), "--format", "json",
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = orjson.loads(result.stdout)
+    assert data["completed"] == len(lines) and data["tokenization"] == "the server's /tokenize"
+    assert data["input_lens"] == data["pcache_input_lens"]
+    assert sorted(row["requests"] for row in data["replicas"]) == [3, 3]
