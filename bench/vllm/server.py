@@ -15,6 +15,7 @@ Usage: python bench/vllm/server.py VENV MODEL_DIR   (serves until interrupted)
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -54,7 +55,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def command(venv: Path, model_dir: Path, port: int) -> list[str]:
+def command(venv: Path, model_dir: Path, port: int, kv_events: str | None = None) -> list[str]:
+    """`kv_events`: a ZMQ endpoint (tcp://127.0.0.1:PORT) to publish vLLM's KV events on."""
+    events = []
+    if kv_events is not None:
+        config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": kv_events}
+        events = ["--kv-events-config", json.dumps(config)]
     return [
         str(venv / "bin" / "python"),
         str(venv / "bin" / "vllm_cli.py"),
@@ -72,6 +78,7 @@ def command(venv: Path, model_dir: Path, port: int) -> list[str]:
         str(MAX_MODEL_LEN),
         "--dtype",
         "float32",
+        *events,
     ]
 
 
@@ -121,7 +128,11 @@ def stop(child: subprocess.Popen, timeout: float = STOP_TIMEOUT_S) -> None:
 
 @contextlib.contextmanager
 def vllm_server(
-    venv: Path, model_dir: Path, log: Path | None = None, timeout: float = START_TIMEOUT_S
+    venv: Path,
+    model_dir: Path,
+    log: Path | None = None,
+    timeout: float = START_TIMEOUT_S,
+    kv_events: str | None = None,
 ) -> Iterator[VllmServer]:
     """A running vLLM until the block ends; VllmStartError when it does not start in time."""
     port = free_port()
@@ -130,7 +141,7 @@ def vllm_server(
     started = time.monotonic()
     with open(log, "wb") as stream:
         child = subprocess.Popen(
-            command(Path(venv), Path(model_dir), port),
+            command(Path(venv), Path(model_dir), port, kv_events),
             stdin=subprocess.DEVNULL,
             stdout=stream,
             stderr=subprocess.STDOUT,

@@ -88,8 +88,11 @@ class BlockPool:
         num_full_blocks: int,
         block_size: int,
         kv_cache_group_id: int = 0,
+        token_ids: Sequence[int] | None = None,
     ) -> None:
-        """Publish the hashes of blocks[num_cached_blocks:num_full_blocks]."""
+        """Publish the hashes of blocks[num_cached_blocks:num_full_blocks]. With KV cache
+        events on, a `BlockStored` is queued: (kind, keys, num_tokens, parent hash, the
+        blocks' tokens when `token_ids`, the request's, are given)."""
         if num_cached_blocks >= num_full_blocks:
             return
         assert len(block_hashes) >= num_full_blocks
@@ -105,7 +108,10 @@ class BlockPool:
         self.cache_blocks(full, keys)
         if self.enable_kv_cache_events:
             num_tokens = (num_full_blocks - num_cached_blocks) * block_size
-            self.kv_event_queue.append(("BlockStored", tuple(keys), num_tokens))
+            parent = block_hashes[num_cached_blocks - 1] if num_cached_blocks else None
+            start, end = num_cached_blocks * block_size, num_full_blocks * block_size
+            tokens = tuple(token_ids[start:end]) if token_ids is not None else ()
+            self.kv_event_queue.append(("BlockStored", tuple(keys), num_tokens, parent, tokens))
 
     def cache_blocks(self, blocks: Sequence[KVCacheBlock], keys: Sequence[BlockHash]) -> None:
         """Give each block (none cached yet) its key and map it there."""

@@ -159,6 +159,7 @@ class KVCacheManager:
             num_cached,
             num_full,
             self.block_size,
+            token_ids=request.all_token_ids if self.block_pool.enable_kv_cache_events else None,
         )
         self.num_cached_block[request_id] = num_full
 

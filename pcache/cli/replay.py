@@ -237,6 +237,8 @@ def replay_command(
     ignore_eos: ep.IgnoreEosOpt = False,
     vocab_size: ep.VocabSizeOpt = None,
     no_server_metrics: ep.NoServerMetricsOpt = False,
+    kv_events: ep.KVEventsOpt = None,
+    replica_metrics: ep.ReplicaMetricsOpt = None,
 ) -> None:
     """Replay a trace against a prefix cache: simulated, or measured through the engine.
 
@@ -295,6 +297,8 @@ def replay_command(
         ignore_eos=ignore_eos,
         vocab_size=vocab_size,
         scrape_metrics=not no_server_metrics,
+        kv_events=kv_events,
+        replica_metrics=ep.replica_urls(replica_metrics),
     )
     if plot is not None:
         options.check_plot()

@@ -85,6 +85,22 @@ VocabSizeOpt = Annotated[
     int,
     typer.Option("--vocab-size", min=2, help="Hash-id traces: the token ids sent are below this."),
 ]
+KVEventsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-events",
+        help="The server's KV event stream (vLLM's ZMQ PUB, e.g. tcp://127.0.0.1:5557): check"
+        " block by block what it stored and evicted against pcache's pool (pcache[events]).",
+    ),
+]
+ReplicaMetricsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--replica-metrics",
+        help="Behind a router: the replicas' base URLs (comma-separated); each one's /metrics"
+        " is read before and after, for per-replica requests and prefix hits.",
+    ),
+]
 NoServerMetricsOpt = Annotated[
     bool, typer.Option("--no-server-metrics", help="Do not read the server's /metrics.")
 ]
@@ -197,8 +213,57 @@ def render(result, format: str) -> None:
     if failures.count:
         codes = ", ".join(f"{code}: {count}" for code, count in failures.status_codes.items())
         warning(f"{failures.count} requests failed ({codes}); first: {failures.first_error}")
+    _render_fleet(measurement)
     for note in measurement.notes:
         warning(note)
+
+
+def replica_urls(value: str | None) -> tuple[str, ...] | None:
+    """--replica-metrics's comma-separated URLs."""
+    if value is None:
+        return None
+    return tuple(url.strip() for url in value.split(",") if url.strip())
+
+
+def _render_fleet(measurement) -> None:
+    from rich.markup import escape
+
+    from pcache.cli.console import stdout
+
+    check = measurement.kv_events
+    if check is not None:
+        received = ", ".join(f"{kind} {count:,}" for kind, count in check.events_received.items())
+        stdout.print(
+            f"KV events from {escape(check.endpoint)}: {received or 'none'} in"
+            f" {check.batches:,} batches; blocks matched {check.blocks_matched:,}"
+            f" (stored {check.stored_matched:,}, removed {check.removed_matched:,}),"
+            f" mismatches {check.mismatches:,}"
+        )
+        stdout.print(
+            f"  compared by {check.compared_by}: stored missing {check.stored_missing},"
+            f" unexpected {check.stored_unexpected}; removed missing {check.removed_missing},"
+            f" unexpected {check.removed_unexpected}; hashes compared {check.hashes_compared:,},"
+            f" differ {check.hashes_differ}; unresolved {check.unresolved_blocks};"
+            f" generated-token blocks {check.generated_blocks}",
+            style="dim",
+        )
+        for note in check.notes:
+            stdout.print(f"  {escape(note)}", style="dim")
+    if measurement.replicas is not None:
+        for replica in measurement.replicas:
+            if replica.error is not None:
+                stdout.print(f"replica {escape(replica.url)}: {escape(replica.error)}")
+                continue
+            rate = replica.hit_rate
+            stdout.print(
+                f"replica {escape(replica.url)}: requests {_count(replica.requests)},"
+                f" prefix hits {_count(replica.hit_tokens)} of {_count(replica.prompt_tokens)}"
+                f" prompt tokens" + (f" ({rate:.3f})" if rate is not None else "")
+            )
+
+
+def _count(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.0f}"
 
 
 def run(trace: str, options, output: str | None, format: str) -> None:

@@ -56,6 +56,16 @@ def serve_command(
             "--check-integrity", help="Check the block pool's invariants after every step (slow)."
         ),
     ] = False,
+    kv_events: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-events",
+            help="Publish vLLM's KV events (ZMQ PUB, e.g. tcp://127.0.0.1:5557; pcache[events]).",
+        ),
+    ] = None,
+    kv_events_topic: Annotated[
+        str, typer.Option("--kv-events-topic", help="The topic of each KV event message.")
+    ] = "",
     log_level: Annotated[
         str, typer.Option("--log-level", help="uvicorn's: critical, error, warning, info, debug.")
     ] = "warning",
@@ -86,6 +96,8 @@ def serve_command(
         max_waiting=max_waiting,
         enable_prefix_caching=not no_prefix_cache,
         check_integrity=check_integrity,
+        kv_events=kv_events,
+        kv_events_topic=kv_events_topic,
     )
     server = build_server(options)
     listener = bind(host, port)
@@ -96,7 +108,7 @@ def serve_command(
     stderr.print(
         f"pcache: serving {server.model_name} ({server.engine.runner.num_blocks - 1} KV blocks"
         f" of {block_size} tokens, chat template: {server.codec.chat_template})"
-        f" on http://{host}:{bound_port}/v1",
+        f" on http://{host}:{bound_port}/v1" + (f", KV events on {kv_events}" if kv_events else ""),
         markup=False,
     )
     uvicorn.Server(config).run(sockets=[listener])

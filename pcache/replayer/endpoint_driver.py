@@ -23,10 +23,17 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pcache.errors import InputError, PcacheError
+from pcache.errors import InputError, PcacheError, UsageError
 from pcache.replayer.arrivals import arrival_offsets
 from pcache.replayer.endpoint_client import ROUTES, RequestTiming, send_request
+from pcache.replayer.endpoint_kv_events import KVEventSubscriber
 from pcache.replayer.endpoint_options import EndpointOptions
+from pcache.replayer.endpoint_replicas import (
+    read_replica,
+    replica_deltas,
+    replica_models,
+    router_workers,
+)
 from pcache.replayer.endpoint_report import CacheComparison, EndpointMeasurement, PassResult
 from pcache.replayer.endpoint_requests import (
     default_api,
@@ -128,10 +135,13 @@ def _local_tokenization(session: Session) -> Tokenization:
     return Tokenization("local", f"pcache's {options.settings.tokenizer} tokenizer")
 
 
-async def _learn_tokens(client: Any, session: Session, requests: dict, secrets: list[str]) -> None:
+async def _learn_tokens(
+    client: Any, session: Session, requests: dict, secrets: list[str], side: Any = None
+) -> None:
     """Without -t: a request trace's prompts as the server tokenizes them. With -t, the
     server's tokens (where it has /tokenize) are compared with pcache's, and a difference
-    is a note."""
+    is a note. `side`: the options that reach the server's /tokenize (a replica's, behind a
+    router), if not the replay's own."""
     options, trace = session.options, session.trace
     session.tokenization = _local_tokenization(session)
     bodies = [
@@ -144,7 +154,7 @@ async def _learn_tokens(client: Any, session: Session, requests: dict, secrets: 
     if trace.format != "requests" or options.api == "anthropic":
         return
     try:
-        tokens = await server_tokens(client, options, bodies, secrets)
+        tokens = await server_tokens(client, side or options, bodies, secrets)
     except SideFailure as failure:
         if not options.tokenizer_given:
             session.found["notes"].append(
@@ -207,7 +217,11 @@ def _plan(session: Session, requests: dict) -> None:
     """The token records, the bodies to send and the prediction, from what was learned."""
     options = session.options
     session.trace = materialize(session.trace, options)
-    session.bodies = request_bodies(session.trace, options, requests)
+    # behind a router, the text the replicas tokenized (/tokenize) is sent as text
+    tokenization = session.tokenization
+    text = bool(session.found.get("replica_urls")) and tokenization is not None
+    text = text and tokenization.kind == "server"
+    session.bodies = request_bodies(session.trace, options, requests, text)
     session.prediction = predict(session.trace, options)
     session.predicted = [outcome.cached_tokens for outcome in session.prediction.per_request]
 
@@ -277,15 +291,16 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
     ) as client:
         if not options.model:
             session.options = options = replace(
-                options, model=await served_model(client, options, secrets)
+                options, model=await _model(client, options, requests, secrets, found)
             )
         before, note = (None, None)
         if options.scrape_metrics:
             before, note = await scrape(client, options, secrets)
         kind = before.kind if before is not None else None
         found.update(kind=kind, metrics_note=note)
-        await _learn_block_size(client, session, before, secrets)
-        await _learn_tokens(client, session, requests, secrets)
+        side, config = await _replica_side(client, options, before, secrets, found)
+        await _learn_block_size(client, session, config, secrets)
+        await _learn_tokens(client, session, requests, secrets, side)
         _plan(session, requests)
         options = session.options
         bodies, offsets = session.bodies, offsets_of(session.trace)
@@ -305,7 +320,20 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
             if reset is None:
                 found["notes"].append("the server has no prefix-cache reset route; not reset")
         if not options.compare_cache:
-            found["measured"] = await measured_pass("measured", bodies)
+            replicas = [await read_replica(client, options, u) for u in options.replica_metrics]
+            subscriber = None
+            if options.kv_events is not None:
+                subscriber = KVEventSubscriber(options.kv_events)
+                subscriber.start()
+            try:
+                found["measured"] = await measured_pass("measured", bodies)
+            finally:
+                received = subscriber.stop() if subscriber is not None else None
+            if received is not None:
+                found["kv_events"] = _check_events(session, received, config)
+            if options.replica_metrics:
+                after = [await read_replica(client, options, u) for u in options.replica_metrics]
+                found["replicas"] = replica_deltas(options.replica_metrics, replicas, after)
             return
         salted = kind in ("vllm", "pcache") and options.api != "anthropic"
         if salted:
@@ -340,6 +368,80 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
                 + " against the second (warm: every prefix of the trace was cached by the first)"
             )
         found["comparison"] = (salted, note, reset, order, off, on)
+
+
+async def _model(
+    client: Any, options: EndpointOptions, requests: dict, secrets: list[str], found: dict
+) -> str:
+    """The model to name: the one the server lists. Behind a router that lists `unknown` (or,
+    with --replica-metrics, none): the one its replicas list (--replica-metrics, else the
+    workers the router lists), else the trace's own."""
+    try:
+        listed = await served_model(client, options, secrets)
+    except PcacheError as error:
+        if not options.replica_metrics:
+            raise
+        listed, failure = None, error
+    if listed is not None and listed != "unknown":
+        return listed
+    replicas = options.replica_metrics or await router_workers(client, options)
+    found["replica_urls"] = replicas
+    models = sorted(set(await replica_models(client, options, replicas)))
+    if len(models) == 1:
+        found["notes"].append(
+            f"the server lists no model it serves; sent the one its replicas serve: {models[0]}"
+        )
+        return models[0]
+    named = {getattr(request, "model", None) for request in requests.values()} - {None, ""}
+    if len(named) == 1:
+        model = named.pop()
+        found["notes"].append(f"the server lists no model it serves; sent the trace's: {model}")
+        return model
+    if listed is None:
+        raise failure
+    raise UsageError(
+        f"--model not given and {options.shown} lists its model as `unknown` (a router?);"
+        " give --model, or --replica-metrics with the replicas' URLs"
+    )
+
+
+async def _replica_side(
+    client: Any, options: EndpointOptions, before: Any, secrets: list[str], found: dict
+) -> tuple[Any, Any]:
+    """Behind a router with no /metrics of its own: the options that reach its first replica
+    and that replica's /metrics, for the block size, cache config and /tokenize (the replicas
+    of one fleet are assumed alike). Else (None, the server's own /metrics)."""
+    replicas = options.replica_metrics or found.get("replica_urls") or ()
+    if (before is not None and before.block_size is not None) or not replicas:
+        return None, before
+    base = replicas[0].rstrip("/")
+    side = replace(options, url=base if base.endswith("/v1") else f"{base}/v1")
+    metrics, _ = await scrape(client, side, secrets) if options.scrape_metrics else (None, None)
+    if metrics is None:
+        return None, before
+    found["notes"].append(
+        f"the server publishes no block size; its block size, cache configuration and"
+        f" tokens were read from replica {side.shown}"
+    )
+    return side, metrics
+
+
+def _check_events(session: Session, received: Any, before: Any) -> Any:
+    from pcache.replayer.endpoint_kv_check import check_kv_events
+
+    options = session.options
+    config = before.cache_config if before is not None else {}
+    blocks = config.get("num_gpu_blocks", "")
+    num_blocks = int(blocks) if blocks.isdigit() else options.cache_blocks
+    prompts = [record.token_ids or [] for record in session.trace.records]
+    return check_kv_events(
+        options.kv_events or "",
+        received,
+        prompts,
+        options.settings.block_size,
+        num_blocks,
+        config.get("prefix_caching_hash_algo"),
+    )
 
 
 def replay_endpoint(
@@ -494,6 +596,8 @@ def _measurement(session: Session, interrupted: bool) -> EndpointMeasurement:
         prompt_tokens_mismatch=mismatch,
         usage_problems=[t.index for t in odd],
         tokens_mismatch=found.get("token_mismatch"),
+        kv_events=found.get("kv_events"),
+        replicas=found.get("replicas"),
     )
     if report.mismatched_requests() and not (options.reset_cache or options.compare_cache):
         notes.append(

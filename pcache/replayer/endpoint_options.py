@@ -28,7 +28,7 @@ SIDE_REQUEST_TIMEOUT_S = 30.0
 shorter --request-timeout bounds it too."""
 
 
-def _check_url(url: str) -> None:
+def _check_url(url: str, flag: str = "--endpoint") -> None:
     """An http(s) URL with a host and a valid port, or a `UsageError` quoting it."""
     import httpx
 
@@ -46,7 +46,7 @@ def _check_url(url: str) -> None:
             elif parsed.port is not None and not 0 < parsed.port < 65536:
                 problem = f"has port {parsed.port}, outside 1-65535"
     if problem is not None:
-        raise UsageError(f"--endpoint {problem}, got {masked(url)!r}")
+        raise UsageError(f"{flag} {problem}, got {masked(url)!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +85,10 @@ class EndpointOptions(ReplayOptions):
     vocab_size: int | None = None
     seed: int = 0
     scrape_metrics: bool = field(default=True, metadata={"flag": "--no-server-metrics"})
+    kv_events: str | None = None
+    """The server's KV event stream (a ZMQ endpoint): checked block by block."""
+    replica_metrics: tuple[str, ...] = ()
+    """Replicas behind a router: each one's /metrics is read before and after the pass."""
 
     def __post_init__(self) -> None:
         ReplayOptions.__post_init__(self)
@@ -105,6 +109,14 @@ class EndpointOptions(ReplayOptions):
         check_count("--max-output-tokens", self.max_output_tokens, 1)
         check_count("--max-prompt-tokens", self.max_prompt_tokens, 1)
         check_number("--seed", self.seed, minimum=0, maximum=MAX_SEED)
+        if self.kv_events is not None:
+            from pcache.replayer.endpoint_kv_events import check_endpoint
+
+            check_endpoint(self.kv_events)
+            if self.compare_cache:
+                raise UsageError("--kv-events checks one pass: leave out --compare-cache")
+        for url in self.replica_metrics:
+            _check_url(url, "--replica-metrics")
 
     @classmethod
     def refusal(cls, name: str, flag: str, owners: Sequence[type[ReplayOptions]]) -> str:

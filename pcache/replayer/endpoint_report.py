@@ -188,6 +188,10 @@ class EndpointMeasurement:
     """Requests whose usage held impossible counts (taken as unknown)."""
     tokens_mismatch: dict[str, Any] | None = None
     """With -t: the first request and token where pcache's tokens differ from /tokenize's."""
+    kv_events: Any = None
+    """`endpoint_kv_check.KVEventCheck`: the server's KV events against pcache's pool."""
+    replicas: list[Any] | None = None
+    """`endpoint_replicas.ReplicaCounts` of each replica (--replica-metrics)."""
 
     def cached_tokens(self) -> list[int | None]:
         return [t.cache.cached_tokens if t.ok else None for t in self.measured.timings]
@@ -319,6 +323,10 @@ class EndpointMeasurement:
             "usage_problems": self.usage_problems,
             "tokens_mismatch": self.tokens_mismatch,
         }
+        if self.kv_events is not None:
+            data["kv_events"] = self.kv_events.to_dict()
+        if self.replicas is not None:
+            data["replicas"] = [replica.to_dict() for replica in self.replicas]
         return data
 
 

@@ -129,9 +129,14 @@ def default_api(trace: Trace, requests: dict[int | None, Any]) -> str:
 
 
 def request_bodies(
-    trace: Trace, options: EndpointOptions, requests: dict[int | None, Any]
+    trace: Trace,
+    options: EndpointOptions,
+    requests: dict[int | None, Any],
+    text_prompts: bool = False,
 ) -> list[dict[str, Any]]:
-    """One streamed request body per record (`requests`: `trace_requests`)."""
+    """One streamed request body per record (`requests`: `trace_requests`). `text_prompts`:
+    a text prompt goes out as its text, not as its token ids (a router that takes only text,
+    as SGLang's does, in front of replicas that tokenize it as their /tokenize did)."""
     bodies = []
     if options.api != "completions" and not requests and trace.format == "requests":
         raise UsageError("--api chat and anthropic send the trace's own bodies: give a file")
@@ -148,6 +153,9 @@ def request_bodies(
                 "stream": True,
                 "stream_options": {"include_usage": True},
             }
+            request = requests.get(record.line) if text_prompts else None
+            if request is not None and isinstance(request.prompt, str) and not request.token_ids:
+                body["prompt"] = request.prompt
             if record.cache_salt:
                 body["cache_salt"] = record.cache_salt
         else:

@@ -38,6 +38,8 @@ class MetricsSnapshot:
     prompt_tokens_by_source: dict[str, float] = field(default_factory=dict)
     block_size: int | None = None
     """Tokens per KV block, where the server publishes it (`cache_config_info`)."""
+    cache_config: dict[str, str] = field(default_factory=dict)
+    """The labels of `cache_config_info` (num_gpu_blocks, prefix_caching_hash_algo...)."""
 
 
 def parse_metrics(text: str) -> MetricsSnapshot:
@@ -48,6 +50,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     by_source: dict[str, float] = {}
     kinds: set[str] = set()
     block_size = None
+    cache_config: dict[str, str] = {}
     for family in text_string_to_metric_families(text):
         prefix = family.name.split(":", 1)[0] if ":" in family.name else None
         if prefix in ("vllm", "sglang", "pcache"):
@@ -55,6 +58,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
         for sample in family.samples:
             if sample.name in CONFIG_INFO and block_size is None:
                 block_size = _block_size(sample.labels.get("block_size"))
+                cache_config = dict(sample.labels)
             if not sample.name.endswith("_total"):
                 continue
             base = sample.name.removesuffix("_total")
@@ -65,7 +69,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
                 source = sample.labels.get("source", "")
                 by_source[source] = by_source.get(source, 0.0) + sample.value
     kind = next((name for name in ("pcache", "vllm", "sglang") if name in kinds), None)
-    return MetricsSnapshot(kind, counters, by_source, block_size)
+    return MetricsSnapshot(kind, counters, by_source, block_size, cache_config)
 
 
 def _block_size(label: str | None) -> int | None:

@@ -56,6 +56,8 @@ class ServeOptions:
     seed: int = 0
     max_body_bytes: int = MAX_BODY_BYTES
     body_timeout_s: float = BODY_TIMEOUT_S
+    kv_events: str | None = None  # a ZMQ endpoint to publish vLLM's KV events on
+    kv_events_topic: str = ""
 
 
 @dataclass(slots=True)
@@ -104,7 +106,15 @@ def build_server(options: ServeOptions) -> Server:
             "prefix_caching_hash_algo": engine.config.hash_algo,
         },
     )
-    engine_loop = EngineLoop(engine, metrics, options.max_waiting, options.check_integrity)
+    publisher = None
+    if options.kv_events is not None:
+        from pcache.serve.kv_events import KVEventPublisher, check_endpoint
+
+        publisher = KVEventPublisher(check_endpoint(options.kv_events), options.kv_events_topic)
+        publisher.open()
+    engine_loop = EngineLoop(
+        engine, metrics, options.max_waiting, options.check_integrity, kv_events=publisher
+    )
     holder.append(engine_loop)
     codec = TextCodec(options.model, engine.model_config.vocab_size)
     return Server(options, name, engine, engine_loop, metrics, codec)

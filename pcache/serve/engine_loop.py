@@ -74,8 +74,18 @@ class EngineLoop:
     """Owns an `Engine` and the thread that steps it; every method but `_run` is called from
     the event loop."""
 
-    def __init__(self, engine: Any, metrics: Any, max_waiting: int, check_integrity: bool):
+    def __init__(
+        self,
+        engine: Any,
+        metrics: Any,
+        max_waiting: int,
+        check_integrity: bool,
+        kv_events: Any = None,
+    ):
+        """`kv_events`: a `KVEventPublisher` (opened, used from now on by this thread only)
+        that gets the pool's events after every step."""
         self.engine = engine
+        self.kv_events = kv_events
         self.metrics = metrics
         self.max_waiting = max_waiting
         self.check_integrity = check_integrity
@@ -149,7 +159,15 @@ class EngineLoop:
     # -- engine thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            if self.kv_events is not None:
+                self.kv_events.close()
+
+    def _loop(self) -> None:
         engine = self.engine
+        publisher = self.kv_events
         while True:
             with self._condition:
                 while not (self._inbox or self._stopping or engine.has_unfinished_requests()):
@@ -160,12 +178,16 @@ class EngineLoop:
                 self._inbox.clear()
             deliveries: list[tuple[_Stream, Any]] = []
             try:
+                if publisher is not None:
+                    publisher.watch(engine.kv_manager.block_pool)
                 for kind, argument in commands:
                     self._apply(kind, argument, deliveries)
                 if engine.has_unfinished_requests():
                     self._step(deliveries)
                 if self.check_integrity:
                     engine.check_integrity()
+                if publisher is not None:
+                    publisher.publish(engine.config.block_size)
             except Exception as error:  # outside a step (a broken invariant): fail all, stop
                 self.failure = f"{type(error).__name__}: {error}"
                 failed = ApiError(500, f"engine failure: {self.failure}", "internal_error")

@@ -16,6 +16,7 @@ TTFT_BUCKETS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
     1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 )  # fmt: skip
+FINISHED_REASONS = ("stop", "length", "abort", "error")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -59,6 +60,8 @@ class ServerMetrics:
             (*labels, "finished_reason"),
             registry=registry,
         )
+        for reason in FINISHED_REASONS:  # as vLLM does: every reason counted from 0
+            self.request_success.labels(model_name, reason)
         self.rejected = counter("requests_rejected", "Requests refused because the queue is full.")
         self.time_to_first_token = Histogram(
             "pcache:time_to_first_token_seconds",

@@ -49,15 +49,26 @@ def model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_url(model_dir):
-    """The base URL (no /v1) of vLLM serving `model_dir`."""
+def vllm_kv_events() -> str:
+    """The ZMQ endpoint the session's vLLM publishes its KV events on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+
+
+@pytest.fixture(scope="session")
+def vllm_url(model_dir, vllm_kv_events):
+    """The base URL (no /v1) of vLLM serving `model_dir`, publishing its KV events."""
     from bench.vllm.server import VllmStartError, vllm_server
 
     venv = vllm_venv()
     assert not isinstance(venv, str), venv
     timeout = float(os.environ.get("PCACHE_VLLM_START_TIMEOUT", "600"))
     try:
-        with vllm_server(venv, model_dir, log=model_dir.parent / "vllm.log", timeout=timeout) as s:
+        log = model_dir.parent / "vllm.log"
+        with vllm_server(venv, model_dir, log, timeout, kv_events=vllm_kv_events) as s:
             print(f"\nvLLM pid {s.pid} on {s.url}, healthy after {s.start_s:.0f} s", flush=True)
             yield s.url
     except VllmStartError as error:
