@@ -99,7 +99,7 @@ def _unlimited_capacity(trace: Trace, block_size: int) -> int:
 
     Hash-id traces: nothing is evicted and every listed id is cached, so the cache holds
     exactly the ids seen so far and each request allocates one block per id after its leading
-    run of seen ids. Token traces: every block of every request (an upper bound).
+    run of seen ids (and one per repeat of an id within it). Token traces: every block of every request (an upper bound).
     """
     if trace.block_size is None:
         return sum(cdiv(r.input_length, block_size) for r in trace.records) or 1
@@ -107,6 +107,7 @@ def _unlimited_capacity(trace: Trace, block_size: int) -> int:
     total = 0
     for record in trace.records:
         hash_ids = record.hash_ids
+        total += len(hash_ids) - len(set(hash_ids))  # an id repeated in a request: its own block
         run = 0
         for block_hash in hash_ids:
             if block_hash not in seen:
