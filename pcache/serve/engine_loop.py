@@ -207,6 +207,12 @@ class EngineLoop:
         for output in outputs:
             stream = self._streams.get(output.request_id)
             assert stream is not None, output.request_id
+            if output.error is not None:  # this request failed; the engine and the rest run on
+                del self._streams[output.request_id]
+                engine.release(output.request_id)
+                failed = ApiError(500, f"the request failed: {output.error}", "internal_error")
+                deliveries.append((stream, failed))
+                continue
             if output.new_token_id is None:
                 continue
             sequence = engine.sequences[output.request_id]
