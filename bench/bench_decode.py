@@ -13,7 +13,9 @@ Usage:
     python bench/bench_decode.py --model DIR --json          # one JSON line
 
 `bench-llama` is a Llama of 4 layers, hidden 256, the Llama 3 vocabulary (128,256 tokens):
-the shape `bench/vllm_side_by_side.sh` serves with seeded random weights.
+the shape `bench/vllm_side_by_side.sh` serves with seeded random weights;
+`--write-model DIR --tokenizer-from FIXTURE_DIR` writes it (config.json, model.safetensors and
+the fixture's tokenizer files) for vLLM and `pcache serve` to load.
 """
 
 from __future__ import annotations
@@ -54,11 +56,21 @@ def model_directory(name: str) -> str:
     if name != "bench-llama":
         return name
     directory = Path(os.environ.get("TMPDIR", "/tmp")) / "pcache-bench-llama"
-    directory.mkdir(exist_ok=True)
+    write_model(directory)
+    return str(directory)
+
+
+def write_model(directory: Path, tokenizer_from: Path | None = None) -> None:
+    """bench-llama's config.json and seeded random weights (once), and a tokenizer's files."""
+    import shutil
+
+    directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(BENCH_LLAMA))
     if not (directory / "model.safetensors").exists():
         write_random_weights(directory)
-    return str(directory)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if tokenizer_from is not None and (tokenizer_from / name).exists():
+            shutil.copy(tokenizer_from / name, directory / name)
 
 
 def write_random_weights(directory: Path) -> None:
@@ -115,7 +127,12 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--write-model", type=Path, default=None)
+    parser.add_argument("--tokenizer-from", type=Path, default=None)
     args = parser.parse_args()
+    if args.write_model is not None:
+        write_model(args.write_model, args.tokenizer_from)
+        return 0
 
     import numpy as np
     import torch
