@@ -14,7 +14,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-OUT=${1:-$root/bench-results/replay-under-load}
+OUT=${1:-${TMPDIR:-/tmp}/pcache-replay-under-load}
 ROUNDS=${ROUNDS:-1}
 PYTHON=${PYTHON:-python}
 MODEL=${MODEL:-${TMPDIR:-/tmp}/pcache-bench-llama}

@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 VENV=${1:-/work/vllm-venv}
-OUT=${2:-$root/bench-results/vllm-side-by-side}
+OUT=${2:-${TMPDIR:-/tmp}/pcache-vllm-side-by-side}
 THREADS=${THREADS:-1}
 PROMPTS=${PROMPTS:-32}
 CONCURRENCY=${CONCURRENCY:-4}
