@@ -39,8 +39,10 @@ def decode_attention(
     """
     num_sequences, num_heads, _ = query.shape
     assert block_table.shape[0] == num_sequences == key_mask.shape[0]
-    keys = k_cache[block_table].flatten(1, 2).transpose(1, 2)
-    values = v_cache[block_table].flatten(1, 2).transpose(1, 2)
+    # padding slots hold whatever their blocks held (even NaN): zeros, so the mask is exact
+    valid = key_mask.reshape(num_sequences, -1, 1, 1)
+    keys = k_cache[block_table].flatten(1, 2).masked_fill_(~valid, 0).transpose(1, 2)
+    values = v_cache[block_table].flatten(1, 2).masked_fill_(~valid, 0).transpose(1, 2)
     gqa = num_heads != keys.shape[1]
     out = F.scaled_dot_product_attention(
         query.unsqueeze(2), keys, values, attn_mask=key_mask, scale=scale, enable_gqa=gqa
