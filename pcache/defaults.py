@@ -26,3 +26,6 @@ DEFAULT_REQUEST_TIMEOUT_S = 600.0
 DEFAULT_CHARS_PER_TOKEN = 4
 """Characters per token of the routers' text view of hash-id traces (`replay --replicas`):
 GIE's `averageCharactersPerToken`."""
+GREEDY_BELOW = 1e-5
+"""Temperatures below this sample greedily (vLLM's `_SAMPLING_EPS`): dividing float32 logits
+by 1e-40 would make them infinite."""

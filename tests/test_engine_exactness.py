@@ -73,3 +73,22 @@ def test_qwen3_0_6b_shape_matches_transformers(tmp_path):
     del model
     engine = Engine(EngineConfig(model=str(tmp_path), kv_cache_tokens=256, record_logits=True))
     assert_same(engine.generate(batch, NUM_NEW_TOKENS, ignore_eos=True), expected)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4, 8, 9])
+def test_logits_of_a_large_vocabulary_equal_the_linear_layers(rows):
+    """A decode step's few rows take the weight @ hidden^T path: the same logits as
+    nn.Linear's x @ W^T, up to float rounding, and the same greedy tokens."""
+    from pcache.engine.loader import build_model, random_init
+    from pcache.engine.model_config import model_config_from_dict
+    from pcache.models import preset_config
+
+    config = model_config_from_dict({**preset_config("tiny-llama"), "vocab_size": 32768})
+    model = build_model(config, torch.float32, torch.device("cpu"), 64)
+    random_init(model, seed=3)
+    hidden = torch.randn(rows, config.hidden_size, generator=torch.Generator().manual_seed(rows))
+    logits = model.compute_logits(hidden)
+    expected = model.lm_head(hidden)
+    assert logits.shape == expected.shape == (rows, 32768)
+    assert torch.allclose(logits, expected, rtol=1e-5, atol=1e-5)
+    assert torch.equal(logits.argmax(dim=-1), expected.argmax(dim=-1))

@@ -374,3 +374,107 @@ def test_a_model_directory_renders_with_its_own_tokenizer(cli, tmp_path):
     assert rows[1]["cached_tokens"] == common // 16 * 16
     assert all(token < len(reference) for row in rows for token in row["output_token_ids"])
     assert_agreement(report, rows)
+
+
+class ScriptedLoad:
+    """A load meter whose readings follow a script (cycled): the driver's repeat and warning
+    logic runs as it does on a real machine, only the readings are chosen."""
+
+    def __init__(self, others_running: list[int], averages: list[float] | None = None):
+        self.others_running = others_running
+        self.averages = averages or [0.5]
+        self.reads = 0
+
+    def read(self):
+        from pcache.machine import LoadReading
+
+        index = self.reads
+        self.reads += 1
+        average = self.averages[min(index, len(self.averages) - 1)]
+        return LoadReading(average, self.others_running[index % len(self.others_running)])
+
+
+def replay_with_load(meter, concurrency="serial", repeat=1, threads=1):
+    from pcache.replayer.engine_driver import replay_engine
+    from pcache.replayer.run import replay_options
+
+    options = replay_options(
+        "engine", model="tiny", device="cpu", warmup_rounds=0, keep_requests=True,
+        threads=threads, concurrency=concurrency, repeat=repeat,
+    )  # fmt: skip
+    report, _, _ = replay_engine(TRACES / "shared_prefix_hash_ids.jsonl", options, None, meter)
+    return report
+
+
+def test_a_quiet_machine_repeats_nothing():
+    report = replay_with_load(ScriptedLoad([0]))
+    stability = report.measurement.stability
+    assert (stability.pairs, stability.repeated_pairs, stability.repeats) == (12, 0, 0)
+    assert stability.unsettled_pairs == 0 and stability.threads == 1
+    assert stability.hit_pairs == sum(1 for r in report.per_request if r.cached_tokens)
+    assert not any("straddled" in w or "load average" in w for w in stability.warnings)
+    assert report.measurement.cached_tokens_match
+
+
+def test_pairs_that_straddle_a_load_change_are_measured_again_within_bounds():
+    # another process starts and stops running at every other reading: every pair straddles
+    report = replay_with_load(ScriptedLoad([0, 1]))
+    stability = report.measurement.stability
+    assert stability.repeats == 12  # the budget: one repeat per pair
+    assert 0 < stability.repeated_pairs <= stability.repeats
+    assert stability.unsettled_pairs == 12
+    assert any("12 of 12 pairs straddled a load change" in w for w in stability.warnings)
+    # repeats give back what the cache-on run published: the engine still agrees with the
+    # simulator on every request, and the pool evicted nothing
+    assert report.measurement.cached_tokens_match and report.evicted_blocks == 0
+    assert report.measurement.outputs_equal
+
+
+def test_a_steady_load_is_no_change_and_a_small_wobble_on_a_busy_machine_neither():
+    for script in ([1], [10, 11, 10]):
+        stability = replay_with_load(ScriptedLoad(script)).measurement.stability
+        assert stability.repeats == 0 and stability.unsettled_pairs == 0, script
+
+
+def test_timed_repetitions_that_straddle_are_measured_again():
+    stability = replay_with_load(
+        ScriptedLoad([0, 0, 2]), concurrency="timed", repeat=2
+    ).measurement.stability
+    # the budget (one repeat per repetition) is spent on the first, measured three times
+    assert (stability.pairs, stability.repeats, stability.repeated_pairs) == (2, 2, 1)
+    assert stability.unsettled_pairs == 2
+
+
+def test_a_moving_load_average_is_a_warning_in_text_and_json(cli, monkeypatch):
+    from pcache.replayer import engine_driver
+
+    original = engine_driver.replay_engine
+    meter = ScriptedLoad([0], averages=[0.2, 3.5])
+    monkeypatch.setattr(
+        engine_driver, "replay_engine", lambda *a, **k: original(*a, load_meter=meter, **k)
+    )
+    args = ("replay", TRACES / "shared_prefix_hash_ids.jsonl", "--engine", "cpu", "--model",
+            "tiny", "--warmup", "0", "--threads", "1")  # fmt: skip
+    text = cli(*args)
+    assert text.exit_code == 0, text.output
+    assert "per-pair speedup" in text.stdout and "load average" in text.stdout
+    assert "warning: the load average moved from 0.20 to 3.50" in text.stderr
+    meter.reads = 0
+    data = cli(*args, "-f", "json")
+    stability = json.loads(data.stdout)["stability"]
+    assert stability["threads"] == 1 and stability["load_average_after"] == 3.5
+    assert any("load average moved" in w for w in stability["warnings"])
+    assert "load average moved" in data.stderr
+
+
+def test_threads_are_checked_and_default_to_the_physical_cores(cli):
+    from pcache.machine import physical_cores
+
+    one_line_error(
+        cli("replay", TRACES / "bailian_tiny.jsonl", "--engine", "cpu", "--model", "tiny",
+            "--threads", "0"),
+        "--threads",
+    )  # fmt: skip
+    one_line_error(cli("replay", TRACES / "bailian_tiny.jsonl", "--threads", "2"), "--threads")
+    report = replay_with_load(ScriptedLoad([0]), threads=None)
+    assert report.measurement.stability.threads == physical_cores() >= 1

@@ -149,6 +149,12 @@ def replay_command(
             help="--engine: warm-up rounds before timing (0: none).",
         ),
     ] = 2,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            "--threads", help="--engine: torch threads for the model (default: physical cores)."
+        ),
+    ] = None,
     limit: Annotated[
         int | None,
         typer.Option("--limit", help="Replay the first N requests only."),
@@ -283,6 +289,7 @@ def replay_command(
         max_output_tokens=max_output_tokens,
         max_prompt_tokens=max_prompt_tokens,
         warmup_rounds=warmup,
+        threads=threads,
         url=endpoint,
         api=api,
         max_concurrency=max_concurrency,
@@ -317,6 +324,10 @@ def replay_command(
         warning(f"... {len(result.skipped) - 5} more malformed lines skipped")
     if result.reordered:
         warning(f"{trace}: timestamps out of order; requests were sorted by timestamp")
+    for report in result.reports:
+        stability = getattr(report.measurement, "stability", None)
+        for message in stability.warnings if stability is not None else []:
+            warning(message)
     if output is not None:
         replay_view.write_per_request(output, result.reports[-1])
     if plot is not None:

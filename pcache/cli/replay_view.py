@@ -278,6 +278,28 @@ def _render_measurement(result: ReplayResult) -> None:
         f"medians of {measured.repeat} run{'s' if measured.repeat > 1 else ''};"
         f" {measured.run_order}",
     )
+    stability = measured.stability
+    if stability is not None:
+        spread = (
+            "n/a"
+            if stability.pair_speedup_p50 is None
+            else f"{_times(stability.pair_speedup_p50)} p50"
+            f" (IQR {stability.pair_speedup_p25:.2f}-{stability.pair_speedup_p75:.2f}x)"
+        )
+        summary.add_row(
+            "per-pair speedup",
+            spread,
+            f"{stability.hit_pairs} of {stability.pairs} pairs hit the cache;"
+            f" {stability.repeated_pairs} measured again after a load"
+            f" change ({stability.unsettled_pairs} still straddling); {stability.threads}"
+            f" torch thread{'s' if stability.threads > 1 else ''}",
+        )
+        summary.add_row(
+            "load average",
+            f"{stability.load_average_before:.2f} -> {stability.load_average_after:.2f}",
+            f"before and after the runs; other processes' running tasks"
+            f" {stability.others_running_before} -> {stability.others_running_after}",
+        )
     summary.add_row(
         "token hit rate",
         f"{report.token_hit_rate:.1%}",

@@ -29,23 +29,32 @@ class TorchBackend(Backend):
     """Gather the pages and run SDPA: runs everywhere, and is the oracle.
 
     A step in which no sequence has a cached prefix (every key is one of this step's new
-    tokens) attends over the new K/V as computed, contiguous, instead of gathering pages.
+    tokens) attends over the new K/V as computed, contiguous, instead of gathering pages; a
+    decode step of several sequences attends in one masked call over their padded pages.
     """
 
     name = "torch"
 
     def forward(self, query, key, value, k_cache, v_cache, metadata: AttentionMetadata, scale):
-        if not metadata.has_cached_prefix:
-            from pcache.kernels.reference import varlen_attention
+        from pcache.kernels import reference
 
+        if not metadata.has_cached_prefix:
             self.store(key, value, k_cache, v_cache, metadata)
-            return varlen_attention(query, key, value, metadata.query_lens_list, scale)
+            return reference.varlen_attention(query, key, value, metadata.query_lens_list, scale)
+        if metadata.is_decode and len(metadata.seq_lens_list) > 1:
+            self.store(key, value, k_cache, v_cache, metadata)
+            if metadata.key_mask is None:  # once per step, shared by every layer
+                num_keys = metadata.block_table.shape[1] * k_cache.shape[1]
+                metadata.key_mask = reference.decode_key_mask(metadata.seq_lens, num_keys)
+            return reference.decode_attention(
+                query, k_cache, v_cache, metadata.block_table, metadata.key_mask, scale
+            )
         return super().forward(query, key, value, k_cache, v_cache, metadata, scale)
 
     def store(self, key, value, k_cache, v_cache, metadata: AttentionMetadata) -> None:
-        from pcache.kernels.reference import store_kv_reference
-
-        store_kv_reference(key, value, k_cache, v_cache, metadata.slot_mapping)
+        # the runner maps every new token to a real slot (no -1 padding on this path)
+        k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, metadata.slot_mapping, key)
+        v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, metadata.slot_mapping, value)
 
     def attend(self, query, k_cache, v_cache, metadata: AttentionMetadata, scale: float):
         from pcache.kernels.reference import paged_attention_reference

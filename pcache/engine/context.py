@@ -24,6 +24,13 @@ class AttentionMetadata:
     query_lens_list: list[int]
     seq_lens_list: list[int]
     backend: Any = None
+    key_mask: Any = None
+    """The torch backend's decode mask, built by the first layer and read by the others."""
+
+    @property
+    def is_decode(self) -> bool:
+        """True when every sequence computes exactly one new token (a pure decode step)."""
+        return self.max_seqlen_q == 1
 
     @property
     def has_cached_prefix(self) -> bool:

@@ -20,7 +20,7 @@ from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import KVCacheManager
 from pcache.cache.request import CacheRequest
 from pcache.engine.config import EngineConfig
-from pcache.engine.runner import ModelRunner
+from pcache.engine.runner import ModelRunner, ScheduledSequence
 from pcache.engine.scheduler import Scheduler
 from pcache.engine.sequence import Sequence, SequenceStatus
 from pcache.errors import EngineError
@@ -33,6 +33,8 @@ class StepOutput:
     request_id: str
     new_token_id: int | None
     finished: bool
+    error: str | None = None
+    """Set when the request failed (it is finished, with no new token)."""
 
 
 class Engine:
@@ -82,6 +84,7 @@ class Engine:
         cache_salt: str | None = None,
         *,
         temperature: float = 0.0,
+        top_k: int = 0,
         ignore_eos: bool = False,
         request_id: str | None = None,
         arrival_time: float | None = None,
@@ -100,6 +103,7 @@ class Engine:
             cache_request,
             max_new_tokens,
             temperature=temperature,
+            top_k=top_k,
             ignore_eos=ignore_eos,
             eos_token_ids=self.model_config.eos_token_ids,
             arrival_time=time.perf_counter() if arrival_time is None else arrival_time,
@@ -160,10 +164,15 @@ class Engine:
         for item in batch:
             if item.sequence.first_scheduled_time is None:
                 item.sequence.first_scheduled_time = now
-        sampled = self.runner.run(batch)
+        try:
+            sampled = self.runner.run(batch)
+        except Exception as error:  # one request failing must not end the rest
+            batch, sampled, failed = self._isolate(batch, error)
+        else:
+            failed = []
         now = time.perf_counter()
         self.scheduler.postprocess(batch, sampled)
-        outputs = []
+        outputs = [self._fail(sequence, reason, now) for sequence, reason in failed]
         for item in batch:
             sequence = item.sequence
             token = sequence.output_token_ids[-1] if item.samples else None
@@ -173,6 +182,50 @@ class Engine:
                 sequence.finish_time = now
             outputs.append(StepOutput(sequence.request_id, token, sequence.is_finished))
         return outputs
+
+    def _isolate(self, batch: list[ScheduledSequence], error: Exception):
+        """A failed forward pass, run again one sequence at a time, in batch order (so a block
+        written by one and read by a later one is written first). A sequence that fails alone
+        is failed; the hashes of the blocks it was writing are dropped (their KV is not
+        trustworthy), and a later sequence of the step holding one of those blocks is
+        preempted (recomputed later). Returns (the batch that ran, its samples, failures)."""
+        if len(batch) == 1:
+            attempts = [(batch[0], error)]
+        else:
+            attempts = []
+            for item in batch:
+                try:
+                    attempts.append((item, self.runner.run([item])))
+                except Exception as alone:
+                    attempts.append((item, alone))
+        survivors, sampled, failed = [], [], []
+        untrusted: set[int] = set()
+        pool = self.kv_manager.block_pool
+        for item, result in attempts:
+            blocks = self.kv_manager.req_to_blocks[item.sequence.request_id]
+            if any(block.block_id in untrusted for block in blocks):
+                self.scheduler.running.remove(item.sequence)
+                self.scheduler.preempt(item.sequence)
+                continue
+            if not isinstance(result, Exception):
+                survivors.append(item)
+                sampled.extend(result)
+                continue
+            size = self.config.block_size
+            start = item.sequence.num_computed_tokens // size
+            end = -(-(item.sequence.num_computed_tokens + item.num_new_tokens) // size)
+            written = blocks[start:end]
+            pool.evict(written)
+            untrusted.update(block.block_id for block in written)
+            failed.append((item.sequence, f"{type(result).__name__}: {result}"))
+        return survivors, sampled, failed
+
+    def _fail(self, sequence: Sequence, reason: str, now: float) -> StepOutput:
+        """Finish a request whose step failed; its blocks go back to the pool."""
+        self.scheduler.abort(sequence)
+        sequence.error = reason
+        sequence.finish_time = now
+        return StepOutput(sequence.request_id, None, True, error=reason)
 
     def run_until_done(self) -> None:
         while self.has_unfinished_requests():

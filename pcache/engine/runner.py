@@ -132,9 +132,13 @@ class ModelRunner:
             reset_context()
         if not last_rows:
             return []
-        logits = self.model.compute_logits(hidden[last_rows])
+        if len(last_rows) < hidden.shape[0]:  # a decode step samples every row: no gather
+            hidden = hidden[last_rows]
+        logits = self.model.compute_logits(hidden)
         sampling = [item.sequence for item in batch if item.samples]
         if self.config.record_logits:
             for sequence, row in zip(sampling, logits.float().cpu(), strict=True):
                 sequence.logits.append(row)
-        return self.sampler(logits, [sequence.temperature for sequence in sampling])
+        temperatures = [sequence.temperature for sequence in sampling]
+        top_ks = [sequence.top_k for sequence in sampling]
+        return self.sampler(logits, temperatures, top_ks if any(top_ks) else None)

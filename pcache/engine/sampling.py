@@ -1,22 +1,75 @@
-"""Next-token choice: greedy by default, temperature sampling with a seeded generator."""
+"""Next-token choice: greedy by default, temperature (and top-k) sampling with a seeded generator.
+
+Whatever the parameters and the logits, every row gets a token id in [0, vocab): a temperature
+below `MIN_TEMPERATURE` (or one that is not a number) is greedy, the scaled logits never
+produce inf or NaN probabilities (`safe_probabilities`), and a top-k at or above the vocabulary
+size keeps every token.
+"""
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+from pcache.defaults import GREEDY_BELOW as MIN_TEMPERATURE
+
+
+def is_sampled(temperature: float) -> bool:
+    """True when `temperature` asks for sampling (NaN, zero and tiny ones are greedy)."""
+    return temperature >= MIN_TEMPERATURE and not math.isinf(temperature)
+
+
+def safe_probabilities(scaled: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension that never yields NaN or inf, rows summing to 1.
+
+    NaN logits count as -inf. A row with +inf logits is uniform over them (the limit of the
+    softmax); a row with no finite and no +inf logit is uniform over the whole row.
+    """
+    scaled = scaled.nan_to_num(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
+    top = scaled.amax(dim=-1, keepdim=True)
+    shift = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    weights = torch.exp(scaled - shift)
+    infinite = scaled == math.inf
+    weights = torch.where((top == math.inf), infinite.to(weights.dtype), weights)
+    total = weights.sum(dim=-1, keepdim=True)
+    empty = ~(total > 0)  # every logit -inf (or NaN): nothing to prefer
+    weights = torch.where(empty, torch.ones_like(weights), weights)
+    return weights / weights.sum(dim=-1, keepdim=True)
+
+
+def keep_top_k(scaled: torch.Tensor, top_ks: list[int]) -> torch.Tensor:
+    """Logits outside each row's k largest become -inf; k <= 0 or k >= vocab keeps all."""
+    vocab = scaled.shape[-1]
+    ks = [k if 0 < k < vocab else vocab for k in top_ks]
+    if all(k == vocab for k in ks):
+        return scaled
+    largest = max(ks)
+    values = scaled.nan_to_num(nan=-math.inf).topk(largest, dim=-1).values
+    index = torch.tensor([k - 1 for k in ks], device=scaled.device)[:, None]
+    threshold = values.gather(-1, index)
+    return scaled.masked_fill(scaled < threshold, -math.inf)
 
 
 class Sampler:
-    """Picks one token per row of logits; rows with temperature 0 are greedy."""
+    """Picks one token per row of logits; rows with a (near) zero temperature are greedy."""
 
     def __init__(self, seed: int, device: torch.device) -> None:
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
-    def __call__(self, logits: torch.Tensor, temperatures: list[float]) -> list[int]:
+    def __call__(
+        self, logits: torch.Tensor, temperatures: list[float], top_ks: list[int] | None = None
+    ) -> list[int]:
         greedy = logits.argmax(dim=-1)
-        if not any(temperature > 0 for temperature in temperatures):
+        sampled_rows = [is_sampled(temperature) for temperature in temperatures]
+        if not any(sampled_rows):
             return greedy.tolist()
-        scale = torch.tensor([t if t > 0 else 1.0 for t in temperatures], device=logits.device)
-        probabilities = torch.softmax(logits.float() / scale[:, None], dim=-1)
+        scale = [t if row else 1.0 for t, row in zip(temperatures, sampled_rows, strict=True)]
+        scale_tensor = torch.tensor(scale, dtype=torch.float32, device=logits.device)
+        scaled = logits.float() / scale_tensor[:, None]
+        if top_ks is not None:
+            scaled = keep_top_k(scaled, top_ks)
+        probabilities = safe_probabilities(scaled)
         sampled = torch.multinomial(probabilities, 1, generator=self.generator).squeeze(1)
-        is_greedy = torch.tensor([t <= 0 for t in temperatures], device=logits.device)
+        is_greedy = torch.tensor([not row for row in sampled_rows], device=logits.device)
         return torch.where(is_greedy, greedy, sampled).tolist()

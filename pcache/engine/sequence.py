@@ -22,12 +22,15 @@ class Sequence:
     cache_request: CacheRequest
     max_new_tokens: int
     temperature: float = 0.0
+    top_k: int = 0
     ignore_eos: bool = False
     eos_token_ids: tuple[int, ...] = ()
     status: SequenceStatus = SequenceStatus.WAITING
     num_cached_tokens: int | None = None
     num_preemptions: int = 0
     aborted: bool = False
+    error: str | None = None
+    """Why the engine gave up on this request (its step failed); it is finished."""
     arrival_time: float = 0.0
     first_scheduled_time: float | None = None
     first_token_time: float | None = None

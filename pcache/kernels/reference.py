@@ -22,6 +22,40 @@ def store_kv_reference(
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slot_mapping, value)
 
 
+def decode_attention(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    key_mask: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """One new query per sequence, every sequence in one SDPA call over its padded pages.
+
+    query [sequences, heads, head_dim]; block_table [sequences, max_blocks] (padding: block 0);
+    key_mask [sequences, 1, 1, max_blocks * block_size], True on each sequence's real keys
+    (`decode_key_mask`). One gather and one fused kernel per layer instead of one each per
+    sequence: a decode step's cost stops growing with the batch's Python work.
+    """
+    num_sequences, num_heads, _ = query.shape
+    assert block_table.shape[0] == num_sequences == key_mask.shape[0]
+    # padding slots hold whatever their blocks held (even NaN): zeros, so the mask is exact
+    valid = key_mask.reshape(num_sequences, -1, 1, 1)
+    keys = k_cache[block_table].flatten(1, 2).masked_fill_(~valid, 0).transpose(1, 2)
+    values = v_cache[block_table].flatten(1, 2).masked_fill_(~valid, 0).transpose(1, 2)
+    gqa = num_heads != keys.shape[1]
+    out = F.scaled_dot_product_attention(
+        query.unsqueeze(2), keys, values, attn_mask=key_mask, scale=scale, enable_gqa=gqa
+    )
+    return out.squeeze(2)
+
+
+def decode_key_mask(seq_lens: torch.Tensor, num_keys: int) -> torch.Tensor:
+    """[sequences, 1, 1, num_keys]: key j of sequence i is real when j < seq_lens[i]."""
+    keys = torch.arange(num_keys, device=seq_lens.device)
+    return (keys[None, :] < seq_lens[:, None])[:, None, None, :]
+
+
 def gather_pages(cache: torch.Tensor, block_ids: torch.Tensor, seq_len: int) -> torch.Tensor:
     """The first seq_len tokens of a sequence from its pages: [seq_len, kv_heads, head_dim]."""
     return cache[block_ids].flatten(0, 1)[:seq_len]

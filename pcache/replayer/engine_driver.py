@@ -21,6 +21,12 @@ The measurement:
   tokens reached the host, which synchronizes a CUDA device).
 - `--repeat N`: every figure is the median over the repetitions (per request, then over
   requests); `ttft_ms_runs` keeps each repetition's p50.
+- `--threads N` (default: the physical cores) torch threads run the model.
+- A pair (serial: one request on both engines; timed: one repetition's two runs) whose runs
+  straddled a load change is measured again (`pcache.replayer.engine_stability`); a serial
+  repeat first forgets the blocks the cache-on run published, so it sees the pool as the
+  first attempt did. The per-pair speedups' median and IQR, the load before and after, and
+  warnings when the spread or the load make the figures doubtful come with the report.
 
 Beside it, the simulator replays the same token trace through the same pool with the same
 capacity (given the tokens the engine generated, so decoding fills the same blocks), and
@@ -44,6 +50,7 @@ from pcache.cache.reuse import PrefixIndex
 from pcache.errors import EngineError, UsageError
 from pcache.replayer.calibration import fit_ttft_model, save_calibration
 from pcache.replayer.engine_options import EngineOptions
+from pcache.replayer.engine_stability import PairLog, RepeatBudget, stability_of, straddles
 from pcache.replayer.report import (
     Measurement,
     ReplayReport,
@@ -67,6 +74,8 @@ class Sample:
     duration_s: float
     start_ms: float
     output_token_ids: list[int]
+    block_hashes: list = field(default_factory=list, repr=False)
+    """The request's block hashes, prompt and output (to forget what it published)."""
 
 
 @dataclass(slots=True)
@@ -87,10 +96,23 @@ class Runs:
 
 
 def replay_engine(
-    source: Any, options: EngineOptions, progress=None
+    source: Any, options: EngineOptions, progress=None, load_meter=None
 ) -> tuple[ReplayReport, str, Trace]:
-    """Measure the trace `source` through the engine; returns (report, model name, trace)."""
+    """Measure the trace `source` through the engine; returns (report, model name, trace).
+    `load_meter` reads the machine's load (`pcache.machine.LoadMeter`, the default)."""
     torch = _import_torch()
+    from pcache.machine import LoadMeter, physical_cores
+
+    threads = options.threads or physical_cores()
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _replay_engine(torch, source, options, progress, load_meter or LoadMeter())
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _replay_engine(torch, source, options: EngineOptions, progress, meter):
     if options.device == "gpu" and not torch.cuda.is_available():
         raise EngineError("--gpu needs a CUDA device, and torch finds none on this machine")
     from pcache.engine.config import EngineConfig, torch_device
@@ -152,15 +174,30 @@ def replay_engine(
     )
     probes = _probe(cache_off, records, model_config.vocab_size, options.seed)
     runs = Runs()
+    serial = options.concurrency == "serial"
+    log = PairLog()
+    budget = RepeatBudget(len(records) * options.repeat if serial else options.repeat)
+    before = meter.read()
     for repetition in range(options.repeat):
-        if options.concurrency == "serial":
-            on, off = _serial(cache_on, cache_off, records, repetition, progress)
+        if serial:
+            on, off = _serial(
+                cache_on, cache_off, records, repetition, progress, meter, budget, log
+            )
         else:
-            order = [cache_on, cache_off] if repetition % 2 == 0 else [cache_off, cache_on]
-            timed = {id(e): _timed(e, records, options.time_scale, progress) for e in order}
-            on, off = timed[id(cache_on)], timed[id(cache_off)]
+            on, off = _timed_pair(
+                cache_on,
+                cache_off,
+                records,
+                options.time_scale,
+                repetition,
+                meter,
+                budget,
+                log,
+                progress,
+            )
         runs.cache_on.append(on)
         runs.cache_off.append(off)
+    stability = stability_of(log, budget, torch.get_num_threads(), before, meter.read())
     kv_bytes = model_config.kv_bytes_per_token(dtype_bytes(torch_dtype))
     description = _Describe(
         machine=_machine(torch, config),
@@ -170,7 +207,7 @@ def replay_engine(
         device=config.device,
     )
     report, calibration = _report(
-        options, tokens, capacity, kv_bytes, runs, probes, cut, description
+        options, tokens, capacity, kv_bytes, runs, probes, cut, description, stability
     )
     if options.save_calibration is not None:
         save_calibration(options.save_calibration, calibration)
@@ -218,7 +255,27 @@ def _run_alone(engine, prompt: list[int], max_new_tokens: int, salt=None) -> Sam
     )
     engine.run_until_done()
     sequence = engine.sequences.pop(request_id)
-    return _sample(sequence, arrival)
+    sample = _sample(sequence, arrival)
+    sample.block_hashes = sequence.cache_request.block_hashes
+    return sample
+
+
+def _forget_published(engine, sample: Sample) -> None:
+    """Undo what a finished request did to an idle pool, so that running it again meets the
+    pool as it was: the blocks it published (every full block past its cache hit) lose their
+    hashes and go back to the head of the free queue, in the order it took them, before its
+    partial last block (which freeing already put there); not counted as evictions."""
+    pool = engine.kv_manager.block_pool
+    first = sample.cached_tokens // engine.config.block_size
+    published = []
+    for key in sample.block_hashes[first:]:
+        found = pool.get_cached_block(key)
+        if found is not None:
+            published.extend(found)
+    evicted = pool.evict(published)
+    pool.num_evicted_blocks -= evicted
+    pool.free_block_queue.remove_n(published)
+    pool.free_block_queue.prepend_n(published)
 
 
 def _sample(sequence, clock_start: float) -> Sample:
@@ -266,13 +323,31 @@ def _probe(cache_off, records: list[TraceRecord], vocab_size: int, seed: int):
     return samples
 
 
-def _serial(cache_on, cache_off, records, repetition: int, progress) -> tuple[Run, Run]:
+def _serial(
+    cache_on, cache_off, records, repetition: int, progress, meter, budget, log: PairLog
+) -> tuple[Run, Run]:
     samples: dict[int, list[Sample]] = {id(cache_on): [], id(cache_off): []}
     for position, record in enumerate(records):
         first_on = (position + repetition) % 2 == 0
-        for engine in (cache_on, cache_off) if first_on else (cache_off, cache_on):
-            sample = _run_alone(engine, record.token_ids, record.output_length, record.cache_salt)
-            samples[id(engine)].append(sample)
+        order = (cache_on, cache_off) if first_on else (cache_off, cache_on)
+        attempts = 0
+        while True:
+            attempts += 1
+            readings = [meter.read()]
+            pair = {}
+            for engine in order:
+                pair[id(engine)] = _run_alone(
+                    engine, record.token_ids, record.output_length, record.cache_salt
+                )
+                readings.append(meter.read())
+            settled = not straddles(readings)
+            if settled or not budget.take(attempts):
+                break
+            _forget_published(cache_on, pair[id(cache_on)])
+        on, off = pair[id(cache_on)], pair[id(cache_off)]
+        log.add(off.ttft_ms, on.ttft_ms, on.cached_tokens > 0, attempts, settled)
+        samples[id(cache_on)].append(on)
+        samples[id(cache_off)].append(off)
         if progress is not None:
             progress(1)
     runs = []
@@ -286,6 +361,33 @@ def _serial(cache_on, cache_off, records, repetition: int, progress) -> tuple[Ru
         )
         _fresh_pool(engine)
     return runs[0], runs[1]
+
+
+def _timed_pair(
+    cache_on, cache_off, records, time_scale: float, repetition: int, meter, budget, log, progress
+) -> tuple[Run, Run]:
+    """One repetition's two whole runs (the order alternates), again while they straddled
+    a load change and repeats are left (progress counts the first attempt only)."""
+    order = [cache_on, cache_off] if repetition % 2 == 0 else [cache_off, cache_on]
+    attempts = 0
+    while True:
+        attempts += 1
+        readings = [meter.read()]
+        timed = {}
+        for engine in order:
+            timed[id(engine)] = _timed(
+                engine, records, time_scale, progress if attempts == 1 else None
+            )
+            readings.append(meter.read())
+        settled = not straddles(readings)
+        if settled or not budget.take(attempts):
+            break
+    on, off = timed[id(cache_on)], timed[id(cache_off)]
+    on_p50 = distribution_of(s.ttft_ms for s in on.samples)["p50"]
+    off_p50 = distribution_of(s.ttft_ms for s in off.samples)["p50"]
+    hit = any(sample.cached_tokens for sample in on.samples)
+    log.add(off_p50, on_p50, hit, attempts, settled)
+    return on, off
 
 
 def _timed(engine, records: list[TraceRecord], time_scale: float, progress) -> Run:
@@ -380,7 +482,15 @@ def _run_stats(runs: list[Run], records: list[TraceRecord]) -> RunStats:
 
 
 def _report(
-    options: EngineOptions, tokens: Trace, capacity, kv_bytes, runs: Runs, probes, cut, described
+    options: EngineOptions,
+    tokens: Trace,
+    capacity,
+    kv_bytes,
+    runs: Runs,
+    probes,
+    cut,
+    described,
+    stability,
 ):
     from pcache.replayer.simulate import simulate
 
@@ -449,6 +559,7 @@ def _report(
             "capacity_blocks": capacity,
             "hash_algo": options.settings.hash_algo,
             "max_num_batched_tokens": 8192,
+            "threads": stability.threads,
             "time_scale": options.time_scale if timed else None,
             "seed": options.seed,
         },
@@ -474,6 +585,7 @@ def _report(
         prediction_error_p50=None if error is None else round(error - 1, 4),
         calibration=calibration.to_dict(),
         cut=cut,
+        stability=stability,
     )
     num_hits = sum(1 for cached in measured_cached if cached)
     hit_tokens = sum(measured_cached)

@@ -17,6 +17,7 @@ from pcache.replayer.ttft import TtftModel
 DEVICES = ENGINES
 MAX_REPEAT = 1000
 MAX_WARMUP_ROUNDS = 100
+MAX_THREADS = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +51,8 @@ class EngineOptions(ReplayOptions):
     warmup_rounds: int = field(default=2, metadata={"flag": "--warmup"})
     """Rounds of warm-up before anything is timed (0: none)."""
     seed: int = 0
+    threads: int | None = None
+    """Torch threads for the model (default: the machine's physical cores)."""
 
     def __post_init__(self) -> None:
         ReplayOptions.__post_init__(self)
@@ -67,6 +70,8 @@ class EngineOptions(ReplayOptions):
         check_count("--max-prompt-tokens", self.max_prompt_tokens, 1)
         check_number("--warmup", self.warmup_rounds, minimum=0, maximum=MAX_WARMUP_ROUNDS)
         check_number("--seed", self.seed, minimum=0, maximum=MAX_SEED)
+        if self.threads is not None:
+            check_number("--threads", self.threads, minimum=1, maximum=MAX_THREADS)
         if self.save_calibration is not None:
             from pcache.files import check_writable
 

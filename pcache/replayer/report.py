@@ -113,6 +113,9 @@ class Measurement:
     """The calibrated prediction of the cache-on TTFT p50 relative to the measured one."""
     calibration: dict[str, Any] | None
     cut: Cut
+    stability: Any = None
+    """`pcache.replayer.engine_stability.Stability` of an engine measurement: per-pair
+    speedups, their spread, the load around the runs and warnings."""
 
 
 @dataclass(slots=True)

@@ -99,7 +99,8 @@ def _unlimited_capacity(trace: Trace, block_size: int) -> int:
 
     Hash-id traces: nothing is evicted and every listed id is cached, so the cache holds
     exactly the ids seen so far and each request allocates one block per id after its leading
-    run of seen ids (and one per repeat of an id within it). Token traces: every block of every request (an upper bound).
+    run of seen ids (and one per repeat of an id within it). Token traces: every block of
+    every request (an upper bound).
     """
     if trace.block_size is None:
         return sum(cdiv(r.input_length, block_size) for r in trace.records) or 1

@@ -274,7 +274,10 @@ class EngineLoop:
         if stats is not None:
             self.metrics.prefix_cache_queries.inc(stats.queries)
             self.metrics.prefix_cache_hits.inc(stats.hits)
-        sampled = [output for output in outputs if output.new_token_id is not None]
+        for output in outputs:
+            if output.error is not None:  # this request failed alone; the engine runs on
+                self._fail_one(output.request_id, SampledRow(None, output.error), deliveries)
+        sampled = [o for o in outputs if o.error is None and o.new_token_id is not None]
         rows = self._rows_of(sampled)
         for output, row in zip(sampled, rows, strict=True):
             stream = self._streams.get(output.request_id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pcache.defaults import GREEDY_BELOW
 from pcache.serve import fields
 from pcache.serve.api_error import bad_request
 
@@ -23,9 +24,6 @@ DEFAULT_MAX_TOKENS = 16
 MAX_LOGPROBS = 20
 """vLLM's default `max_logprobs`: the most alternatives a token's logprobs list."""
 MAX_STOP_STRINGS = 64
-GREEDY_BELOW = 1e-5
-"""Temperatures below this sample greedily (vLLM's `_SAMPLING_EPS`): dividing float32 logits
-by 1e-40 would make them infinite."""
 
 
 @dataclass(frozen=True, slots=True)

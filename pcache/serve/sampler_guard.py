@@ -35,9 +35,10 @@ class SampledRow:
 
 
 class GuardedSampler:
-    """Called by the runner as its own sampler: `(logits, temperatures) -> token ids`."""
+    """Called by the runner as its own sampler: `(logits, temperatures, top_ks) -> token ids`
+    (`top_ks`: None, or one k per row)."""
 
-    def __init__(self, inner: Callable[[Any, list[float]], list[int]]) -> None:
+    def __init__(self, inner: Callable[..., list[int]]) -> None:
         self.inner = inner
         self.top_logprobs: int | None = None
         """Set by the engine thread before a step: the most alternatives any request of the
@@ -49,15 +50,19 @@ class GuardedSampler:
         rows, self.rows = self.rows, None
         return rows or []
 
-    def __call__(self, logits: Any, temperatures: list[float]) -> list[int]:
+    def __call__(
+        self, logits: Any, temperatures: list[float], top_ks: list[int] | None = None
+    ) -> list[int]:
         errors: list[str | None] = [None] * len(temperatures)
         try:
-            token_ids = [int(token) for token in self.inner(logits, temperatures)]
+            token_ids = [int(token) for token in self.inner(logits, temperatures, top_ks)]
         except Exception:
             token_ids = []
             for index, temperature in enumerate(temperatures):
+                row_k = None if top_ks is None else top_ks[index : index + 1]
                 try:
-                    token_ids.append(int(self.inner(logits[index : index + 1], [temperature])[0]))
+                    row = self.inner(logits[index : index + 1], [temperature], row_k)
+                    token_ids.append(int(row[0]))
                 except Exception as error:
                     token_ids.append(0)  # a placeholder: its request is failed after the step
                     errors[index] = f"sampling failed: {type(error).__name__}: {error}"
