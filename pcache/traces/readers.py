@@ -269,14 +269,7 @@ def read_trace(
             entries: Iterator = iter(list(enumerate(path, 1)))
         else:
             entries = iter_values(path, skip_errors=not strict)
-        for entry in entries:  # the first valid line decides the format
-            if isinstance(entry, InputError):
-                trace.skipped.append(str(entry))
-                continue
-            if trace.format == "auto":
-                trace.format = detect_format(entry[1])
-            entries = itertools.chain((entry,), entries)
-            break
+        entries = _with_format(entries, trace)
         if trace.format in ("mooncake", "bailian"):
             _read_hash_records(entries, trace, strict)
         else:
@@ -292,6 +285,19 @@ def read_trace(
         trace.records.sort(key=lambda record: record.timestamp_ms)
         trace.reordered = True
     return trace
+
+
+def _with_format(entries: Iterator, trace: Trace) -> Iterator:
+    """`entries` from the first valid one, which decides `trace.format` when it is "auto"
+    (the invalid ones before it are counted as skipped)."""
+    for entry in entries:
+        if isinstance(entry, InputError):
+            trace.skipped.append(str(entry))
+            continue
+        if trace.format == "auto":
+            trace.format = detect_format(entry[1])
+        return itertools.chain((entry,), entries)
+    return iter(())
 
 
 class NotStreamable(Exception):
@@ -316,14 +322,7 @@ def stream_hash_trace(
     source = display_name(path)
     trace = Trace(source=source, format=trace_format, block_size=None)
     entries = iter_values(path, skip_errors=not strict)
-    for entry in entries:  # the first valid line decides the format
-        if isinstance(entry, InputError):
-            trace.skipped.append(str(entry))
-            continue
-        if trace.format == "auto":
-            trace.format = detect_format(entry[1])
-        entries = itertools.chain((entry,), entries)
-        break
+    entries = _with_format(entries, trace)
     if trace.format not in ("mooncake", "bailian"):
         return None
     first = next(entries, None)
