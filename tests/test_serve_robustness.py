@@ -75,10 +75,10 @@ def test_a_sampling_fault_fails_only_its_request_while_the_batch_goes_on(server)
     sampler = running.engine_loop.sampler
     inner = sampler.inner
 
-    def faulty(logits, temperatures):  # a row at temperature 0.5 cannot be sampled
+    def faulty(logits, temperatures, top_ks=None):  # a row at temperature 0.5 cannot be sampled
         if 0.5 in temperatures:
             raise RuntimeError("probability tensor contains either inf, nan or element < 0")
-        return inner(logits, temperatures)
+        return inner(logits, temperatures, top_ks)
 
     async def main():
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:

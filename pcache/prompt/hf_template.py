@@ -189,10 +189,10 @@ class HFTemplateRenderer:
 def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     """The renderer of a local model directory or a hub id (from the local cache first)."""
     files = locate_model_files(name_or_path)
+    data = read_input(files.tokenizer, what="tokenizer.json")  # its errors come first
     config = _read_json(files.config) if files.config else {}
     templates = _templates(files, config)
     special_tokens = _special_tokens(files, config)
-    data = read_input(files.tokenizer, what="tokenizer.json")
     digest = hashlib.sha256(data).hexdigest()
     fast = fast_bpe(data, digest, files.label) if fast_path_allowed() else None
     if isinstance(fast, FastBPE):

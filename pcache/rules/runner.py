@@ -89,6 +89,11 @@ def expand_paths(paths: list[str], column: str | None = None) -> list[str]:
     return find_inputs(paths, column).files
 
 
+def request_suffixes() -> tuple[str, ...]:
+    """The file suffixes a directory search takes: request logs, and tables with pyarrow."""
+    return INPUT_SUFFIXES + (TABLE_SUFFIXES if pyarrow_available() else ())
+
+
 def find_inputs(paths: list[str], column: str | None = None) -> Inputs:
     """Files as given, directories searched for .json/.jsonl/.ndjson files and, with pyarrow
     installed, .parquet/.pq/.csv tables; `column` (`--column`) names the request column of
@@ -96,8 +101,7 @@ def find_inputs(paths: list[str], column: str | None = None) -> Inputs:
     if not paths:
         raise UsageError("no input: pass files, directories, or - for stdin")
     inputs = Inputs()
-    tables_readable = pyarrow_available()
-    suffixes = INPUT_SUFFIXES + (TABLE_SUFFIXES if tables_readable else ())
+    suffixes = request_suffixes()
     for path in paths:
         if path == "-":
             inputs.files.append(path)

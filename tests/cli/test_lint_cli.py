@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pcache.defaults import PROFILE_NAMES
+from pcache.rules.runner import request_suffixes
 from tests.conftest import ROOT, SAMPLES, run_pcache
 
 PLAIN: tuple[str, ...] = ()  # the default tokenizer (gpt-oss)
@@ -135,8 +137,8 @@ def test_missing_path_and_bad_options_exit_2(cli):
         ((CLEAN, "--select", "PC999"), "--select: unknown rule code or prefix 'PC999'"),
         ((CLEAN, "--format", "xml"), "--format must be one of"),
         (
-            (CLEAN, "--profile", "gemini"),
-            "--profile must be one of vllm, sglang, openai, anthropic",
+            (CLEAN, "--profile", "azure"),
+            f"--profile must be one of {', '.join(PROFILE_NAMES)}",
         ),
         ((), "no input"),
     ):
@@ -328,7 +330,8 @@ def test_a_directory_without_request_files_is_an_input_error(cli, tmp_path):
     result = cli("lint", tmp_path)
     assert result.exit_code == 2, result.output
     assert result.stderr.strip() == (
-        f"pcache: error: {tmp_path}: no request files (.json, .jsonl, .ndjson) in this directory"
+        f"pcache: error: {tmp_path}: no request files ({', '.join(request_suffixes())}) in this"
+        " directory"
     )
 
 
