@@ -13,6 +13,7 @@ from pcache.cache.profiles import load_profile
 from pcache.pipeline import Settings
 from pcache.prompt.request import request_from_document
 from pcache.prompt.request_record import cached_tokens_of
+from pcache.rules import observed as observed_module
 from pcache.rules.observed import KEEP_WORST, ObservedUsage
 from pcache.rules.runner import LintOptions, lint_values
 
@@ -115,3 +116,66 @@ def test_the_largest_differences_are_kept_whatever_the_length(pairs):
     far = sorted((abs(o - p) for o, p in pairs if abs(o - p) > 1000), reverse=True)
     assert usage.disagreeing == len(far)
     assert [abs(e.gap) for e in usage.worst] == far[:KEEP_WORST]
+    assert [(e.observed, e.predicted) for e in usage.per_request] == pairs
+
+
+def _usage_per_line(path: Path) -> list[tuple[int, int]]:
+    """(line, cached tokens) of each line reporting them, read from the file itself."""
+    pairs = [
+        (n, cached_tokens_of(json.loads(text).get("usage")))
+        for n, text in enumerate(path.open(), start=1)
+    ]
+    return [(line, cached) for line, cached in pairs if cached is not None]
+
+
+@pytest.mark.parametrize("name", ["chat.jsonl", "bedrock.jsonl"])
+def test_json_lists_each_request_observed_beside_predicted(cli, name):
+    observed = json.loads(cli("lint", SHAPES / name, "-f", "json", "--exit-zero").stdout)[
+        "summary"
+    ]["observed"]
+    listed = observed["per_request"]
+    assert [(e["line"], e["observed"]) for e in listed] == _usage_per_line(SHAPES / name)
+    assert {e["source"] for e in listed} == {str(SHAPES / name)}
+    assert sum(e["predicted"] for e in listed) == observed["predicted_reusable_tokens"]
+    assert observed["per_request_truncated"] is False
+    for worst in observed["largest_differences"]:
+        line = int(worst["request"].rsplit(":", 1)[1])
+        entry = next(e for e in listed if e["line"] == line)
+        assert (entry["observed"], entry["predicted"]) == (
+            worst["observed_cached_tokens"],
+            worst["predicted_reusable_tokens"],
+        )
+
+
+def test_the_per_request_list_is_bounded_and_says_so(monkeypatch):
+    monkeypatch.setattr(observed_module, "KEEP_REQUESTS", 2)
+    options = LintOptions(settings=Settings(tokenizer="o200k_base"))
+    lines = [_turn(f"Where is parcel {n}?", 0, n * 1000) for n in range(4)]
+    summary = lint_values(lines, options).summary.observed.as_dict()
+    assert summary["requests"] == 4
+    assert [e["line"] for e in summary["per_request"]] == [1, 2]
+    assert summary["per_request_truncated"] is True
+
+
+def test_report_shows_the_same_comparison_as_lint(cli, tmp_path):
+    log = SHAPES / "bedrock.jsonl"
+    lint = json.loads(cli("lint", log, "-f", "json", "--exit-zero").stdout)["summary"]["observed"]
+    result = cli("report", log, "--format", "json", "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["lint"]["summary"]["observed"] == lint
+    page = tmp_path / "report.html"
+    assert cli("report", log, "-o", page).exit_code == 0
+    html = page.read_text()
+    assert '<h2 id="observed-title">Observed vs predicted</h2>' in html
+    for key in ("observed_cached_tokens", "predicted_reusable_tokens", "disagreeing_requests"):
+        assert f'data-figure="{key}" data-value="{lint[key]}"' in html
+    assert f'data-figure="observed_requests" data-value="{lint["requests"]}"' in html
+    for worst in lint["largest_differences"]:
+        assert f"<code>{worst['request']}</code>" in html
+        assert worst["reason"].replace("'", "&#39;") in html
+
+
+def test_a_report_without_usage_has_no_comparison(cli, tmp_path):
+    page = tmp_path / "report.html"
+    assert cli("report", "samples/prompts", "-o", page).exit_code == 0
+    assert "Observed vs predicted" not in page.read_text()

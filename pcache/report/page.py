@@ -14,6 +14,7 @@ from pcache.replayer.report import distribution_of
 from pcache.report import charts
 from pcache.report.build import Report
 from pcache.report.icicle import layout
+from pcache.rules.observed import AGREEMENT, KEEP_WORST
 
 TIMELINE_BINS = 240
 
@@ -64,7 +65,17 @@ def context(report: Report, command: str) -> dict[str, Any]:
         "ttft_chart": _ttft_chart(report),
         "timeline_chart": _timeline_chart(report),
         "if_fixed_assumes": _if_fixed_assumes(lint),
+        "observed": _observed(lint),
+        "observed_assumes": AGREEMENT[0].upper() + AGREEMENT[1:],
+        "observed_keep": KEEP_WORST,
     }
+
+
+def _observed(lint):
+    """Lint's `ObservedUsage` where some request of the log reports cached tokens, else None."""
+    if lint is None or not lint.summary.observed.requests:
+        return None
+    return lint.summary.observed
 
 
 def _figures(report: Report) -> list[Figure]:

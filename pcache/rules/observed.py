@@ -22,6 +22,9 @@ TOLERANCE_SHARE = 0.1
 larger: the provider's tokenizer is not pcache's, so its counts differ by a few percent."""
 KEEP_WORST = 5
 """Requests kept (the largest differences), whatever the length of the log."""
+KEEP_REQUESTS = 10_000
+"""Requests listed one by one (observed and predicted), the first of the log; the totals count
+them all and `per_request_truncated` says when the list stops short."""
 AGREEMENT = (
     "observed: the cached prompt tokens the log's usage reports; predicted: the tokens pcache"
     " reuses for the same requests under the profile (unlimited cache, serial, this log only);"
@@ -51,6 +54,24 @@ class Disagreement:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ObservedRequest:
+    """One request reporting cached tokens: where it is, what was observed and predicted."""
+
+    source: str
+    line: int | None
+    observed: int
+    predicted: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "line": self.line,
+            "observed": self.observed,
+            "predicted": self.predicted,
+        }
+
+
 @dataclass(slots=True)
 class ObservedUsage:
     """The requests whose log line reports cached tokens, observed beside predicted."""
@@ -64,6 +85,8 @@ class ObservedUsage:
     """Disagreeing requests where the provider cached less than predicted."""
     worst: list[Disagreement] = field(default_factory=list)
     """The largest differences, largest first (at most `KEEP_WORST`)."""
+    per_request: list[ObservedRequest] = field(default_factory=list)
+    """Each request's figures in log order (the first `KEEP_REQUESTS`)."""
     _heap: list[tuple[int, int, Disagreement]] = field(default_factory=list, repr=False)
 
     def add(
@@ -82,6 +105,10 @@ class ObservedUsage:
         self.prompt_tokens += prompt_tokens
         self.observed_tokens += observed
         self.predicted_tokens += predicted
+        if len(self.per_request) < KEEP_REQUESTS:
+            self.per_request.append(
+                ObservedRequest(request.source, request.line, observed, predicted)
+            )
         tolerance = max(block_size, math.ceil(TOLERANCE_SHARE * prompt_tokens))
         if abs(observed - predicted) <= tolerance:
             return
@@ -108,6 +135,8 @@ class ObservedUsage:
             "disagreeing_requests": self.disagreeing,
             "cached_less_than_predicted": self.cached_less,
             "largest_differences": [entry.as_dict() for entry in self.worst],
+            "per_request": [entry.as_dict() for entry in self.per_request],
+            "per_request_truncated": self.requests > len(self.per_request),
         }
 
 
