@@ -179,3 +179,8 @@ def test_a_report_without_usage_has_no_comparison(cli, tmp_path):
     page = tmp_path / "report.html"
     assert cli("report", "samples/prompts", "-o", page).exit_code == 0
     assert "Observed vs predicted" not in page.read_text()
+
+
+def test_the_docs_name_the_per_request_bound():
+    docs = (Path(__file__).parent.parent / "docs" / "lint.md").read_text()
+    assert f"the first {observed_module.KEEP_REQUESTS:,}" in docs
