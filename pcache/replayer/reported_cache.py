@@ -58,6 +58,12 @@ def _bad(path: str, value: Any) -> ReportedCache:
     return ReportedCache(None, field=path, problem=f"`{path}` is {described(value)}")
 
 
+def _counted(path: str, value: Any) -> ReportedCache:
+    """The count a present field holds, or why it holds none."""
+    count = _int(value)
+    return ReportedCache(count, field=path) if count is not None else _bad(path, value)
+
+
 def _path(data: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(data, dict):
@@ -76,17 +82,12 @@ def reported_cache(body: dict[str, Any], usage: dict[str, Any] | None) -> Report
     ):
         value = _path(usage, *keys)
         if value is not None:
-            path = "usage." + ".".join(keys)
-            count = _int(value)
-            return ReportedCache(count, field=path) if count is not None else _bad(path, value)
+            return _counted("usage." + ".".join(keys), value)
     extension = body.get("sglext") if isinstance(body, dict) else None
     if isinstance(extension, dict):
         value = extension.get("cached_tokens")
         if value is not None:
-            count = _int(value)
-            if count is None:
-                return _bad("sglext.cached_tokens", value)
-            return ReportedCache(count, field="sglext.cached_tokens")
+            return _counted("sglext.cached_tokens", value)
         details = extension.get("cached_tokens_details")
         if isinstance(details, dict) and details:
             path = "sglext.cached_tokens_details"
@@ -96,10 +97,7 @@ def reported_cache(body: dict[str, Any], usage: dict[str, Any] | None) -> Report
             return ReportedCache(sum(details.values()), field=path)
     value = _path(body, "meta_info", "cached_tokens")
     if value is not None:
-        count = _int(value)
-        if count is None:
-            return _bad("meta_info.cached_tokens", value)
-        return ReportedCache(count, field="meta_info.cached_tokens")
+        return _counted("meta_info.cached_tokens", value)
     read_value = usage.get("cache_read_input_tokens")
     written_value = usage.get("cache_creation_input_tokens")
     if read_value is not None or written_value is not None:

@@ -21,40 +21,29 @@ def _is_number(value: Any) -> bool:
     return type(value) in (int, float)
 
 
-def optional_bool(body: dict, key: str) -> bool | None:
+def _optional(body: dict, key: str, kind: type, noun: str) -> Any:
     value = body.get(key)
     if value is None:
         return None
-    if type(value) is not bool:
-        raise bad_request(f"`{key}` must be a boolean", key)
+    if not isinstance(value, kind):
+        raise bad_request(f"`{key}` must be {noun}", key)
     return value
+
+
+def optional_bool(body: dict, key: str) -> bool | None:
+    return _optional(body, key, bool, "a boolean")
 
 
 def optional_str(body: dict, key: str) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise bad_request(f"`{key}` must be a string", key)
-    return value
+    return _optional(body, key, str, "a string")
 
 
 def optional_object(body: dict, key: str) -> dict | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise bad_request(f"`{key}` must be an object", key)
-    return value
+    return _optional(body, key, dict, "an object")
 
 
 def optional_list(body: dict, key: str) -> list | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, list):
-        raise bad_request(f"`{key}` must be a list", key)
-    return value
+    return _optional(body, key, list, "a list")
 
 
 def optional_int(body: dict, key: str, low: int, high: int | None = None) -> int | None:
