@@ -78,26 +78,13 @@ def write_random_weights(directory: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from pcache.engine.loader import _shard_sizes, build_model, random_init
+    from pcache.engine.loader import build_model, checkpoint_tensors, random_init
     from pcache.engine.model_config import model_config_from_dict
-    from pcache.engine.models.decoder import PACKED_MODULES
 
     config = model_config_from_dict(BENCH_LLAMA, "bench-llama")
     model = build_model(config, torch.float32, torch.device("cpu"), 256)
     random_init(model, seed=0)
-    unpacked: dict[str, list] = {packed: [] for packed, _ in PACKED_MODULES.values()}
-    for short, (packed, shard) in PACKED_MODULES.items():
-        unpacked[packed].append((shard, short))
-    tensors = {}
-    for name, parameter in model.named_parameters():
-        packed = next((p for p in unpacked if f".{p}." in name), None)
-        if packed is None:
-            tensors[name] = parameter.detach().clone()
-            continue
-        pieces = parameter.detach().split(_shard_sizes(model, name, parameter))
-        for shard, short in unpacked[packed]:
-            tensors[name.replace(f".{packed}.", f".{short}.")] = pieces[shard].clone()
-    save_file(tensors, str(directory / "model.safetensors"))
+    save_file(checkpoint_tensors(model), str(directory / "model.safetensors"))
 
 
 def decode_round(engine, prompts, steps: int) -> list[tuple[float, float]]:

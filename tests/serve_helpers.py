@@ -105,9 +105,8 @@ def write_random_checkpoint(preset: str, directory: Path, **overrides) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from pcache.engine.loader import _shard_sizes, build_model, random_init
+    from pcache.engine.loader import build_model, checkpoint_tensors, random_init
     from pcache.engine.model_config import model_config_from_dict
-    from pcache.engine.models.decoder import PACKED_MODULES
     from pcache.models import preset_config
 
     data = {**preset_config(preset), **overrides}
@@ -115,19 +114,7 @@ def write_random_checkpoint(preset: str, directory: Path, **overrides) -> None:
     config = model_config_from_dict(data, "test")
     model = build_model(config, torch.float32, torch.device("cpu"), 256)
     random_init(model, seed=0)
-    unpacked = {packed: [] for packed, _ in PACKED_MODULES.values()}
-    for short, (packed, shard) in PACKED_MODULES.items():
-        unpacked[packed].append((shard, short))
-    tensors = {}
-    for name, parameter in model.named_parameters():
-        packed = next((p for p in unpacked if f".{p}." in name), None)
-        if packed is None:
-            tensors[name] = parameter.detach().clone()
-            continue
-        pieces = parameter.detach().split(_shard_sizes(model, name, parameter))
-        for shard, short in unpacked[packed]:
-            tensors[name.replace(f".{packed}.", f".{short}.")] = pieces[shard].clone()
-    save_file(tensors, str(directory / "model.safetensors"))
+    save_file(checkpoint_tensors(model), str(directory / "model.safetensors"))
 
 
 def raw_exchange(url: str, data: bytes | list[bytes], timeout: float = 10) -> tuple[int, bytes]:

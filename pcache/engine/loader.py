@@ -107,6 +107,26 @@ def load_checkpoint(model: CausalLM, directory: Path) -> None:
         raise EngineError(f"{directory}: missing weights {', '.join(missing[:3])}{more}")
 
 
+def checkpoint_tensors(model: CausalLM) -> dict[str, torch.Tensor]:
+    """The model's weights under Hugging Face's names, packed ones split back into their
+    shards: what `load_checkpoint` reads (the inverse of its packing)."""
+    unpacked: dict[str, list[tuple[int, str]]] = {
+        packed: [] for packed, _ in PACKED_MODULES.values()
+    }
+    for short, (packed, shard) in PACKED_MODULES.items():
+        unpacked[packed].append((shard, short))
+    tensors = {}
+    for name, parameter in model.named_parameters():
+        packed = next((p for p in unpacked if f".{p}." in name), None)
+        if packed is None:
+            tensors[name] = parameter.detach().clone()
+            continue
+        pieces = parameter.detach().split(_shard_sizes(model, name, parameter))
+        for shard, short in unpacked[packed]:
+            tensors[name.replace(f".{packed}.", f".{short}.")] = pieces[shard].clone()
+    return tensors
+
+
 def _expected_shards(model: CausalLM):
     for name, parameter in model.named_parameters():
         if name == "lm_head.weight" and model.config.tie_word_embeddings:
