@@ -8,9 +8,10 @@ batching), and an abort frees the request's blocks before the next step is sched
 
 A fault fails requests, never the thread. A request the engine refuses or cannot add fails
 alone (400, or 500 for anything but the engine's own refusal); a row whose sampling fails
-fails its request alone (`sampler_guard.py`); any other exception in a step fails the requests
-in flight (500) and starts the engine from a fresh cache state, because the failed step may
-have published the hashes of blocks whose KV it never wrote. Only a failed integrity check
+fails its request alone (`sampler_guard.py`), and so does a sequence whose forward pass fails
+when the engine runs it again alone (`Engine.step`); any other exception in a step fails the
+requests in flight (500) and starts the engine from a fresh cache state, because the failed
+step may have published the hashes of blocks whose KV it never wrote. Only a failed integrity check
 (`--check-integrity`: the pool's invariants are broken) stops the engine: /health then says
 503 and so does every later request.
 """

@@ -7,7 +7,9 @@ logprobs, the raw logits' log-softmax (vLLM's default `raw_logprobs`: before tem
 each row its sampled token's logprob and the top `top_logprobs` alternatives.
 
 The rows are the sampling sequences of the step in batch order, which are the step outputs
-that carry a token, in order: `EngineLoop` matches them and checks that the tokens agree.
+that carry a token, in order: `EngineLoop` matches them and checks that the tokens agree. A
+step whose forward pass the engine runs again one sequence at a time calls the sampler once
+per sequence; the rows of those calls add up, in the same order.
 """
 
 from __future__ import annotations
@@ -43,12 +45,12 @@ class GuardedSampler:
         self.top_logprobs: int | None = None
         """Set by the engine thread before a step: the most alternatives any request of the
         step wants (0: the sampled token's logprob alone); None: nobody wants logprobs."""
-        self.rows: list[SampledRow] | None = None
+        self.rows: list[SampledRow] = []
 
     def take(self) -> list[SampledRow]:
-        """The rows of the last call (empty when the step sampled nothing)."""
-        rows, self.rows = self.rows, None
-        return rows or []
+        """The rows of the calls since the last take (empty when the step sampled nothing)."""
+        rows, self.rows = self.rows, []
+        return rows
 
     def __call__(
         self, logits: Any, temperatures: list[float], top_ks: list[int] | None = None
@@ -72,7 +74,7 @@ class GuardedSampler:
             if self.top_logprobs is None
             else _logprobs(logits, token_ids, self.top_logprobs)
         )
-        self.rows = [
+        self.rows += [
             SampledRow(token, error, entry)
             for token, error, entry in zip(token_ids, errors, logprobs, strict=True)
         ]
