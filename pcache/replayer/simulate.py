@@ -33,6 +33,7 @@ from pcache.replayer.policies import (
     ProviderPolicy,
     RadixPolicy,
     VllmPolicy,
+    admit_waiting,
 )
 from pcache.replayer.report import Bill, ReplayReport, RequestOutcome, distribution
 from pcache.replayer.ttft import TtftModel
@@ -164,15 +165,8 @@ def _simulate(
                     _, _, held, table = heapq.heappop(running)
                     policy.release(held)
                     logical_blocks -= table
-                admission = policy.admit(record, now)
-                while admission is None:
-                    if not running:
-                        raise CapacityTooSmall(cdiv(record.input_length, block_size))
-                    finish, _, held, table = heapq.heappop(running)
-                    policy.release(held)
-                    logical_blocks -= table
-                    start = max(start, finish)
-                    admission = policy.admit(record, start)
+                admission, start, freed = admit_waiting(policy, running, record, now, block_size)
+                logical_blocks -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
             else:  # admitted and released at once: nothing else holds blocks
                 served = serve(record, now)
