@@ -34,7 +34,13 @@ from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
 from pcache.replayer.fleet_options import FLEET_POLICIES, FleetOptions
 from pcache.replayer.fleet_report import FleetSummary, ReplicaStats
-from pcache.replayer.policies import CapacityTooSmall, RadixPolicy, VllmPolicy, admit_waiting
+from pcache.replayer.policies import (
+    CapacityTooSmall,
+    RadixPolicy,
+    VllmPolicy,
+    admit_waiting,
+    release_finished,
+)
 from pcache.replayer.report import ReplayReport, distribution
 from pcache.replayer.routers import build_parameters, make_router
 from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
@@ -171,10 +177,7 @@ def _simulate_fleet(
         now = start = record.timestamp_ms
         if timed:
             for replica, heap in enumerate(running):
-                while heap and heap[0][0] <= now:
-                    _, _, held, blocks = heapq.heappop(heap)
-                    pools[replica].release(held)
-                    state.active_blocks[replica] -= blocks
+                state.active_blocks[replica] -= release_finished(pools[replica], heap, now)
                 state.in_flight[replica] = len(heap)
         cached_by_replica = probe.cached_tokens(record, now)
         units, unit_chars, text_chars = text_view(record, trace.block_size, chars_per_token)

@@ -65,6 +65,17 @@ def serve_each(policy, records: Sequence[TraceRecord], cached: list[int]) -> int
     return hit_requests
 
 
+def release_finished(policy, running: list, now: float) -> int:
+    """Release the requests of `running` (a heap of (finish, order, admission, blocks)) that
+    have finished by `now`: the blocks freed."""
+    freed = 0
+    while running and running[0][0] <= now:
+        _, _, held, blocks = heapq.heappop(running)
+        policy.release(held)
+        freed += blocks
+    return freed
+
+
 def admit_waiting(
     policy, running: list, record: TraceRecord, start: float, block_size: int
 ) -> tuple[Admission, float, int]:

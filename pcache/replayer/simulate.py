@@ -34,6 +34,7 @@ from pcache.replayer.policies import (
     RadixPolicy,
     VllmPolicy,
     admit_waiting,
+    release_finished,
 )
 from pcache.replayer.report import Bill, ReplayReport, RequestOutcome, distribution
 from pcache.replayer.ttft import TtftModel
@@ -161,10 +162,7 @@ def _simulate(
         now = start = record.timestamp_ms
         try:
             if timed:
-                while running and running[0][0] <= now:
-                    _, _, held, table = heapq.heappop(running)
-                    policy.release(held)
-                    logical_blocks -= table
+                logical_blocks -= release_finished(policy, running, now)
                 admission, start, freed = admit_waiting(policy, running, record, now, block_size)
                 logical_blocks -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
