@@ -67,6 +67,24 @@ class RadixCache:
         self._refresh(node, now)
         return matched, node
 
+    def peek_prefix(self, key: Sequence, now: float) -> int:
+        """Length of the longest cached prefix of `key`, touching nothing (no split, no refresh)."""
+        node, matched = self.root, 0
+        while matched < len(key):
+            child = node.children.get(key[matched])
+            if child is None or self._expired(child, now):
+                break
+            segment = child.key
+            limit = min(len(segment), len(key) - matched)
+            common = 0
+            while common < limit and segment[common] == key[matched + common]:
+                common += 1
+            matched += common
+            if common < len(segment):
+                break
+            node = child
+        return matched
+
     def _split(self, node: RadixNode, at: int) -> RadixNode:
         head = RadixNode(node.key[:at], node.parent, node.last_access)
         head.lock_ref = node.lock_ref

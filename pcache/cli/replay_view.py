@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import orjson
 
@@ -138,14 +138,7 @@ def render(result: ReplayResult, format: str) -> None:
     if report.skipped_lines:
         rows.append(("skipped lines", f"{report.skipped_lines:,}", "malformed"))
     rows.extend(_calibration_rows(report))
-    from rich.table import Table
-
-    table = Table(show_header=False, box=None, pad_edge=False)
-    for _ in range(3):
-        table.add_column()
-    for row in rows:
-        table.add_row(*row)
-    stdout.print(table)
+    stdout.print(_label_table(rows))
     if report.fleet is not None:
         _render_fleet(report)
 
@@ -158,9 +151,7 @@ def _render_fleet(report: ReplayReport) -> None:
 
     fleet = report.fleet.to_dict()
     precision, imbalance = fleet["router_precision"], fleet["load_imbalance"]
-    summary = Table(show_header=False, box=None, pad_edge=False)
-    for _ in range(3):
-        summary.add_column()
+    summary = _label_table()
     summary.add_row("router", fleet["router"], _parameters(fleet["router_parameters"]))
     summary.add_row(
         "load imbalance",
@@ -269,9 +260,7 @@ def _render_measurement(result: ReplayResult) -> None:
     )
     table.add_row("wall", f"{on.wall_s:,.2f} s", f"{off.wall_s:,.2f} s", "")
     stdout.print(table)
-    summary = Table(show_header=False, box=None, pad_edge=False)
-    for _ in range(3):
-        summary.add_column()
+    summary = _label_table()
     summary.add_row(
         "speedup",
         f"{_times(measured.speedup_p50)} p50, {_times(measured.speedup_mean)} mean",
@@ -343,6 +332,18 @@ def _render_measurement(result: ReplayResult) -> None:
     stdout.print(summary)
 
 
+def _label_table(rows: Sequence[tuple[str, str, str]] = ()):
+    """A headerless table of (label, figure, note) rows."""
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    for _ in range(3):
+        table.add_column()
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def _times(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}x"
 
@@ -375,12 +376,7 @@ def _render_sweep(result: ReplayResult) -> None:
     stdout.print(table)
     calibration = _calibration_rows(first)
     if calibration:
-        rows = Table(show_header=False, box=None, pad_edge=False)
-        for _ in range(3):
-            rows.add_column()
-        for row in calibration:
-            rows.add_row(*row)
-        stdout.print(rows)
+        stdout.print(_label_table(calibration))
 
 
 def _calibration_rows(report: ReplayReport) -> list[tuple[str, str, str]]:

@@ -34,7 +34,13 @@ from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
 from pcache.replayer.fleet_options import FLEET_POLICIES, FleetOptions
 from pcache.replayer.fleet_report import FleetSummary, ReplicaStats
-from pcache.replayer.policies import CapacityTooSmall, RadixPolicy, VllmPolicy
+from pcache.replayer.policies import (
+    CapacityTooSmall,
+    RadixPolicy,
+    VllmPolicy,
+    admit_waiting,
+    release_finished,
+)
 from pcache.replayer.report import ReplayReport, distribution
 from pcache.replayer.routers import build_parameters, make_router
 from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
@@ -107,7 +113,7 @@ class _Probe:
 
     def cached_tokens(self, record: TraceRecord, now: float) -> list[int]:
         if self.radix:
-            return [self._radix(pool, record) for pool in self.pools]
+            return [pool.peek(record, now) for pool in self.pools]
         block_size = self.block_size
         if record.hash_ids is not None:
             keys = record.hash_ids
@@ -129,29 +135,6 @@ class _Probe:
             len(pool.pool.cached_block_hash_to_block.leading_hits(keys)) * block_size
             for pool in self.pools
         ]
-
-    @staticmethod
-    def _radix(pool: RadixPolicy, record: TraceRecord) -> int:
-        key = pool._key(record)
-        if record.hash_ids is None:
-            key = key[: max(len(key) - 1, 0)]
-        node, matched = pool.tree.root, 0
-        while matched < len(key):
-            child = node.children.get(key[matched])
-            if child is None:
-                break
-            segment = child.key
-            limit = min(len(segment), len(key) - matched)
-            common = 0
-            while common < limit and segment[common] == key[matched + common]:
-                common += 1
-            matched += common
-            if common < len(segment):
-                break
-            node = child
-        if record.hash_ids is not None:
-            return min(matched * pool.unit_tokens, record.input_length)
-        return max(matched - (1 if record.cache_salt else 0), 0)
 
 
 def simulate_fleet(
@@ -194,10 +177,7 @@ def _simulate_fleet(
         now = start = record.timestamp_ms
         if timed:
             for replica, heap in enumerate(running):
-                while heap and heap[0][0] <= now:
-                    _, _, held, blocks = heapq.heappop(heap)
-                    pools[replica].release(held)
-                    state.active_blocks[replica] -= blocks
+                state.active_blocks[replica] -= release_finished(pools[replica], heap, now)
                 state.in_flight[replica] = len(heap)
         cached_by_replica = probe.cached_tokens(record, now)
         units, unit_chars, text_chars = text_view(record, trace.block_size, chars_per_token)
@@ -207,16 +187,10 @@ def _simulate_fleet(
         pool = pools[chosen]
         try:
             if timed:
-                heap = running[chosen]
-                admission = pool.admit(record, now)
-                while admission is None:
-                    if not heap:
-                        raise CapacityTooSmall(cdiv(record.input_length, block_size))
-                    finish, _, held, blocks = heapq.heappop(heap)
-                    pool.release(held)
-                    state.active_blocks[chosen] -= blocks
-                    start = max(start, finish)
-                    admission = pool.admit(record, start)
+                admission, start, freed = admit_waiting(
+                    pool, running[chosen], record, now, block_size
+                )
+                state.active_blocks[chosen] -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
             else:
                 served = pool.serve(record, now)

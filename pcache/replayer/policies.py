@@ -19,6 +19,7 @@ one pass over each request's blocks.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,6 +63,35 @@ def serve_each(policy, records: Sequence[TraceRecord], cached: list[int]) -> int
         if served[1]:
             hit_requests += 1
     return hit_requests
+
+
+def release_finished(policy, running: list, now: float) -> int:
+    """Release the requests of `running` (a heap of (finish, order, admission, blocks)) that
+    have finished by `now`: the blocks freed."""
+    freed = 0
+    while running and running[0][0] <= now:
+        _, _, held, blocks = heapq.heappop(running)
+        policy.release(held)
+        freed += blocks
+    return freed
+
+
+def admit_waiting(
+    policy, running: list, record: TraceRecord, start: float, block_size: int
+) -> tuple[Admission, float, int]:
+    """Admit `record` at `start`, finishing the earliest of `running` (a heap of
+    (finish, order, admission, blocks)) until it fits: (admission, start, blocks freed)."""
+    freed = 0
+    admission = policy.admit(record, start)
+    while admission is None:
+        if not running:
+            raise CapacityTooSmall(cdiv(record.input_length, block_size))
+        finish, _, held, blocks = heapq.heappop(running)
+        policy.release(held)
+        freed += blocks
+        start = max(start, finish)
+        admission = policy.admit(record, start)
+    return admission, start, freed
 
 
 class VllmPolicy:
@@ -241,12 +271,23 @@ class RadixPolicy:
 
     def match(self, record: TraceRecord, now: float) -> tuple[int, list]:
         key = self._key(record)
+        matched, _ = self.tree.match_prefix(self._lookup_key(record, key), now)
+        return self._cached_tokens(record, matched), key
+
+    def peek(self, record: TraceRecord, now: float) -> int:
+        """The tokens `match` would find cached, touching nothing in the tree."""
+        key = self._lookup_key(record, self._key(record))
+        return self._cached_tokens(record, self.tree.peek_prefix(key, now))
+
+    @staticmethod
+    def _lookup_key(record: TraceRecord, key: list) -> list:
+        """Token requests recompute their last token, so it is never looked up."""
+        return key if record.hash_ids is not None else key[: max(len(key) - 1, 0)]
+
+    def _cached_tokens(self, record: TraceRecord, matched: int) -> int:
         if record.hash_ids is not None:
-            matched, _ = self.tree.match_prefix(key, now)
-            return min(matched * self.unit_tokens, record.input_length), key
-        salted = 1 if record.cache_salt else 0
-        matched, _ = self.tree.match_prefix(key[: max(len(key) - 1, 0)], now)
-        return max(matched - salted, 0), key
+            return min(matched * self.unit_tokens, record.input_length)
+        return max(matched - (1 if record.cache_salt else 0), 0)
 
     def admit(self, record: TraceRecord, now: float) -> Admission | None:
         cached, key = self.match(record, now)

@@ -33,6 +33,8 @@ from pcache.replayer.policies import (
     ProviderPolicy,
     RadixPolicy,
     VllmPolicy,
+    admit_waiting,
+    release_finished,
 )
 from pcache.replayer.report import Bill, ReplayReport, RequestOutcome, distribution
 from pcache.replayer.ttft import TtftModel
@@ -160,19 +162,9 @@ def _simulate(
         now = start = record.timestamp_ms
         try:
             if timed:
-                while running and running[0][0] <= now:
-                    _, _, held, table = heapq.heappop(running)
-                    policy.release(held)
-                    logical_blocks -= table
-                admission = policy.admit(record, now)
-                while admission is None:
-                    if not running:
-                        raise CapacityTooSmall(cdiv(record.input_length, block_size))
-                    finish, _, held, table = heapq.heappop(running)
-                    policy.release(held)
-                    logical_blocks -= table
-                    start = max(start, finish)
-                    admission = policy.admit(record, start)
+                logical_blocks -= release_finished(policy, running, now)
+                admission, start, freed = admit_waiting(policy, running, record, now, block_size)
+                logical_blocks -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
             else:  # admitted and released at once: nothing else holds blocks
                 served = serve(record, now)
@@ -258,6 +250,22 @@ def _capacity_error(
     )
 
 
+def ttft_counts(
+    model: TtftModel, pairs: Counter[tuple[int, int]]
+) -> tuple[Counter[float], Counter[float]]:
+    """TTFTs (no queueing) and cold TTFTs of requests counted by (prompt tokens, cached
+    tokens): the same expressions as `_simulate`'s, so that both give the same floats, computed
+    once for each distinct pair."""
+    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
+    ttfts: Counter[float] = Counter()
+    ttfts_cold: Counter[float] = Counter()
+    for (num_tokens, hit), count in pairs.items():
+        cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
+        ttfts_cold[cold] += count
+        ttfts[cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)] += count
+    return ttfts, ttfts_cold
+
+
 def _simulate_serial(
     trace: Trace,
     options: SimulationOptions,
@@ -280,17 +288,8 @@ def _simulate_serial(
             raise _capacity_error(trace, options, record, position, failure, block_size) from None
         if progress is not None and len(batch) == 1000:
             progress(1000)
-    model = options.ttft
-    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
     lengths = [record.input_length for record in records]
-    # the same expressions as _simulate's, so that both give the same floats; computed once
-    # for each distinct (prompt tokens, cached tokens) pair
-    ttfts: Counter[float] = Counter()
-    ttfts_cold: Counter[float] = Counter()
-    for (num_tokens, hit), count in Counter(zip(lengths, cached, strict=True)).items():
-        cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
-        ttfts_cold[cold] += count
-        ttfts[cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)] += count  # no queueing
+    ttfts, ttfts_cold = ttft_counts(options.ttft, Counter(zip(lengths, cached, strict=True)))
     observations = [
         record.observed_cached_tokens
         for record in records

@@ -24,7 +24,7 @@ from typing import Any
 from pcache.gc_pause import paused_gc
 from pcache.replayer.policies import CapacityTooSmall, VllmPolicy
 from pcache.replayer.report import ReplayReport
-from pcache.replayer.simulate import SimulationOptions, _capacity_error, _report
+from pcache.replayer.simulate import SimulationOptions, _capacity_error, _report, ttft_counts
 from pcache.traces.readers import NotStreamable, stream_hash_trace
 from pcache.traces.record import Trace, TraceRecord
 
@@ -216,18 +216,9 @@ def _serve(
         cached.clear()
         if progress is not None and len(batch) == BATCH:
             progress(BATCH)
-    model = options.ttft
-    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
-    # the same expressions as simulate's, so that both give the same floats
-    ttfts: Counter[float] = Counter()
-    ttfts_cold: Counter[float] = Counter()
-    query_tokens = hit_tokens = 0
-    for (num_tokens, hit), count in pairs.items():
-        cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
-        ttfts_cold[cold] += count
-        ttfts[cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)] += count
-        query_tokens += num_tokens * count
-        hit_tokens += hit * count
+    ttfts, ttfts_cold = ttft_counts(options.ttft, pairs)
+    query_tokens = sum(num_tokens * count for (num_tokens, _), count in pairs.items())
+    hit_tokens = sum(hit * count for (_, hit), count in pairs.items())
     return _report(
         header,
         options,

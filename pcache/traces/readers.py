@@ -106,6 +106,18 @@ def _hash_record(
     )
 
 
+def _checked_block_size(size: Any) -> int:
+    """A line's `block_size` field, which must be a positive integer."""
+    if type(size) is not int or size < 1:
+        raise ValueError("`block_size` must be a positive integer")
+    return size
+
+
+def _skip_message(source: str, line: int | None, failure: Exception) -> str:
+    """The note of a line left out: the file, the line where known, and why."""
+    return f"{source}:{line}: {failure}" if line is not None else f"{source}: {failure}"
+
+
 def _read_hash_records(entries: Iterator, trace: Trace, strict: bool) -> None:
     """Mooncake and Bailian lines into `trace.records` (the loop of traces of millions)."""
     records, skipped, source = trace.records, trace.skipped, trace.source
@@ -120,16 +132,11 @@ def _read_hash_records(entries: Iterator, trace: Trace, strict: bool) -> None:
         try:
             record = _hash_record(value, len(records), line, bailian, sessions)
             if "block_size" in value:
-                size = value["block_size"]
-                if type(size) is not int or size < 1:
-                    raise ValueError("`block_size` must be a positive integer")
-                trace.block_size = size
+                trace.block_size = _checked_block_size(value["block_size"])
         except ValueError as failure:
             if strict:
                 raise InputError(source, str(failure), line) from None
-            skipped.append(
-                f"{source}:{line}: {failure}" if line is not None else f"{source}: {failure}"
-            )
+            skipped.append(_skip_message(source, line, failure))
             continue
         if not has_stamp and "timestamp" in value:
             has_stamp = True
@@ -221,9 +228,7 @@ def _read_request_records(entries: Iterator, trace: Trace, strict: bool, setting
             else:
                 if strict:
                     raise InputError(source, str(failure), line) from None
-                message = (
-                    f"{source}:{line}: {failure}" if line is not None else f"{source}: {failure}"
-                )
+                message = _skip_message(source, line, failure)
             trace.skipped.append(message)
             continue
         trace.has_timestamps = trace.has_timestamps or (
@@ -356,17 +361,13 @@ def _stream_records(
         try:
             record = _hash_record(value, count, line, bailian, sessions)
             if "block_size" in value:
-                size = value["block_size"]
-                if type(size) is not int or size < 1:
-                    raise ValueError("`block_size` must be a positive integer")
+                size = _checked_block_size(value["block_size"])
                 if size != declared and not overridden:
                     raise NotStreamable("the lines disagree on the block size")
         except ValueError as failure:
             if strict:
                 raise InputError(source, str(failure), line) from None
-            skipped.append(
-                f"{source}:{line}: {failure}" if line is not None else f"{source}: {failure}"
-            )
+            skipped.append(_skip_message(source, line, failure))
             continue
         if record.timestamp_ms < latest:
             raise NotStreamable("records out of timestamp order")
