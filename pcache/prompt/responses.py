@@ -25,6 +25,7 @@ from pcache.prompt.fields import Where
 from pcache.prompt.request_record import (
     KIND_OPENAI,
     Request,
+    function_call,
     parse_arguments,
     read_sidecar,
 )
@@ -151,9 +152,7 @@ class _Turns:
         value = arguments if custom else parse_arguments(arguments or "{}")
         if not custom and isinstance(arguments, str):
             where.check_nesting(value, f"{path}.arguments")
-        calls.append(
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": value}}
-        )
+        calls.append(function_call(call_id, name, value))
         at = f"messages[{position}].tool_calls[{len(calls) - 1}]"
         origins = self.request.origins
         origins[at] = path
