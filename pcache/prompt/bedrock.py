@@ -18,7 +18,12 @@ from urllib.parse import unquote
 
 from pcache.prompt.fields import Where
 from pcache.prompt.harmony_json import compact_json
-from pcache.prompt.request_record import KIND_BEDROCK, Request, read_sidecar
+from pcache.prompt.request_record import (
+    KIND_BEDROCK,
+    Request,
+    function_call,
+    read_sidecar,
+)
 
 SHAPE = "bedrock"
 ROLES = ("user", "assistant")
@@ -109,14 +114,11 @@ def _message(request: Request, message: dict[str, Any], path: str, where: Where)
             if not isinstance(arguments, dict):
                 raise where.expect(arguments, f"{at}.toolUse.input", "an object")
             calls.append(
-                {
-                    "id": where.identifier(use, "toolUseId", f"{at}.toolUse.toolUseId"),
-                    "type": "function",
-                    "function": {
-                        "name": where.string(use, "name", f"{at}.toolUse.name"),
-                        "arguments": arguments,
-                    },
-                }
+                function_call(
+                    where.identifier(use, "toolUseId", f"{at}.toolUse.toolUseId"),
+                    where.string(use, "name", f"{at}.toolUse.name"),
+                    arguments,
+                )
             )
         elif "toolResult" in block:
             results.append((at, where.object(block, "toolResult", f"{at}.toolResult") or {}))

@@ -39,18 +39,23 @@ def one_line(error: BaseException) -> str:
 def load_tokenizer(path: str | Path) -> tuple[Any, bytes]:
     """A tokenizer.json set to encode as transformers encodes a chat (whole, unpadded), and
     the file's bytes."""
-    from tokenizers import Tokenizer
-
     from pcache.files import read_input
 
     data = read_input(path, what="tokenizer.json")
+    return tokenizer_from_bytes(data, path), data
+
+
+def tokenizer_from_bytes(data: bytes, path: str | Path) -> Any:
+    """The tokenizer of tokenizer.json bytes read from `path`, set as `load_tokenizer` sets it."""
+    from tokenizers import Tokenizer
+
     try:
         tokenizer = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as error:  # the tokenizers library raises its own Exception
         raise TokenizerError(f"{path}: not a loadable tokenizer: {one_line(error)}") from None
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    return tokenizer, data
+    return tokenizer
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,8 +154,8 @@ class TokenizersCodec:
         if self._ascii_offsets and piece.isascii():  # a byte is a character
             if self._byte_lengths is None:
                 self._byte_lengths = _byte_lengths(self.tokenizer)
-            starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
-            if starts.pop() == len(piece):
+            starts, end = running_starts(self._byte_lengths, ids)
+            if end == len(piece):
                 return starts
         encoding = self.tokenizer.encode(piece, add_special_tokens=False)
         assert encoding.ids == ids
@@ -193,9 +193,7 @@ class TiktokenCodec:
         if piece.isascii():  # every byte is a character: running byte lengths
             if self._byte_lengths is None:
                 self._byte_lengths = tiktoken_byte_lengths(self.encoding)
-            starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
-            starts.pop()
-            return starts
+            return running_starts(self._byte_lengths, ids)[0]
         if self.normalized(piece) != piece:  # offsets into the original text: tokenizers'
             encoding = self.reference().encode(piece, add_special_tokens=False)
             assert encoding.ids == ids
@@ -203,6 +201,14 @@ class TiktokenCodec:
         from pcache.prompt.harmony import token_starts
 
         return token_starts(self.encoding.decode_tokens_bytes(ids), False)
+
+
+def running_starts(byte_lengths: list[int], ids: list[int]) -> tuple[list[int], int]:
+    """Each token's first byte from the byte lengths of the tokens before it, and the end of
+    the last one (in an ASCII piece, bytes are characters)."""
+    starts = list(accumulate(map(byte_lengths.__getitem__, ids), initial=0))
+    end = starts.pop()
+    return starts, end
 
 
 def tiktoken_byte_lengths(encoding: Any) -> list[int]:

@@ -30,6 +30,7 @@ from pcache.prompt.codec import (
     load_tokenizer,
     one_line,
     prompt_tokens,
+    tokenizer_from_bytes,
 )
 from pcache.prompt.hf_files import ModelFiles, locate_model_files
 from pcache.prompt.hf_pieces import HFPieces, TiktokenCodec, monotonic_starts
@@ -198,8 +199,7 @@ def load_hf_renderer(name_or_path: str) -> HFTemplateRenderer:
     if isinstance(fast, FastBPE):
         tokenizer: Any = partial(_tokenizer_of, files.tokenizer, digest)
         return HFTemplateRenderer(files.label, tokenizer, templates, special_tokens, digest, fast)
-    tokenizer, data = load_tokenizer(files.tokenizer)
-    digest = hashlib.sha256(data).hexdigest()
+    tokenizer = tokenizer_from_bytes(data, files.tokenizer)
     reason = fast or "PCACHE_TOKENIZERS=1 is set"
     return HFTemplateRenderer(
         files.label, tokenizer, templates, special_tokens, digest, slow_reason=reason

@@ -15,7 +15,12 @@ from typing import Any
 
 from pcache.prompt.fields import Where
 from pcache.prompt.otel_spans import add_tool, indexed, read_span_context
-from pcache.prompt.request_record import KIND_SPAN, Request, parse_arguments
+from pcache.prompt.request_record import (
+    KIND_SPAN,
+    Request,
+    function_call,
+    parse_arguments,
+)
 from pcache.prompt.span_attributes import attributes_of, count, keys_of
 
 SHAPE = "openinference"
@@ -69,14 +74,11 @@ def read(request: Request, outer: dict[str, Any], span: dict[str, Any], where: W
                 message[key] = values[f"message.{key}"]
         if calls:
             message["tool_calls"] = [
-                {
-                    "id": call.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": call.get("function.name"),
-                        "arguments": parse_arguments(call.get("function.arguments") or "{}"),
-                    },
-                }
+                function_call(
+                    call.get("id"),
+                    call.get("function.name"),
+                    parse_arguments(call.get("function.arguments") or "{}"),
+                )
                 for _, call in sorted(calls.items())
             ]
         request.messages.append(message)

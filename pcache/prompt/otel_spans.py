@@ -20,7 +20,12 @@ from typing import Any
 
 from pcache.prompt.fields import Where
 from pcache.prompt.harmony_json import compact_json
-from pcache.prompt.request_record import KIND_SPAN, Request, parse_arguments
+from pcache.prompt.request_record import (
+    KIND_SPAN,
+    Request,
+    function_call,
+    parse_arguments,
+)
 from pcache.prompt.span_attributes import (
     Attributes,
     attributes_of,
@@ -175,14 +180,9 @@ def _message(request: Request, message: dict[str, Any], path: str, index: int, w
         normalized["reasoning_content"] = reasoning
     if calls:
         normalized["tool_calls"] = [
-            {
-                "id": call.get("id"),
-                "type": "function",
-                "function": {
-                    "name": call.get("name"),
-                    "arguments": parse_arguments(call.get("arguments") or {}),
-                },
-            }
+            function_call(
+                call.get("id"), call.get("name"), parse_arguments(call.get("arguments") or {})
+            )
             for call in calls
         ]
     position = len(request.messages)
@@ -236,14 +236,9 @@ def _older(request: Request, attributes: Attributes, where: Where) -> None:
                 calls.setdefault(int(match.group(1)), {})[match.group(2)] = value
         if calls:
             message["tool_calls"] = [
-                {
-                    "id": call.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": call.get("name"),
-                        "arguments": parse_arguments(call.get("arguments") or "{}"),
-                    },
-                }
+                function_call(
+                    call.get("id"), call.get("name"), parse_arguments(call.get("arguments") or "{}")
+                )
                 for _, call in sorted(calls.items())
             ]
         request.messages.append(message)

@@ -24,7 +24,12 @@ from pcache.prompt.request_record import KIND_SPAN as KIND_SPAN
 from pcache.prompt.request_record import KIND_TOKEN_IDS as KIND_TOKEN_IDS
 from pcache.prompt.request_record import SIDECAR_KEYS as SIDECAR_KEYS
 from pcache.prompt.request_record import Request as Request
-from pcache.prompt.request_record import cached_tokens_of, parse_arguments, read_sidecar
+from pcache.prompt.request_record import (
+    cached_tokens_of,
+    function_call,
+    parse_arguments,
+    read_sidecar,
+)
 from pcache.prompt.request_record import parse_timestamp as parse_timestamp
 
 _ANTHROPIC_BLOCK_TYPES = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
@@ -318,14 +323,11 @@ def _append_anthropic_message(
             if not isinstance(arguments, dict):
                 raise where.expect(arguments, f"{path}.input", "an object")
             calls.append(
-                {
-                    "id": where.identifier(block, "id", f"{path}.id"),
-                    "type": "function",
-                    "function": {
-                        "name": where.string(block, "name", f"{path}.name"),
-                        "arguments": arguments,
-                    },
-                }
+                function_call(
+                    where.identifier(block, "id", f"{path}.id"),
+                    where.string(block, "name", f"{path}.name"),
+                    arguments,
+                )
             )
         elif kind == "tool_result":
             result = block.get("content")

@@ -150,6 +150,11 @@ def parse_timestamp(value: Any) -> float | None:
     return None
 
 
+def function_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """One tool call in the common chat shape."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 def parse_arguments(arguments: Any) -> Any:
     """Tool-call arguments given as a JSON string are parsed, as serving engines do."""
     if isinstance(arguments, str):

@@ -25,6 +25,7 @@ from pcache.prompt.fields import Where
 from pcache.prompt.request_record import (
     KIND_OPENAI,
     Request,
+    function_call,
     parse_arguments,
     read_sidecar,
 )
@@ -151,9 +152,7 @@ class _Turns:
         value = arguments if custom else parse_arguments(arguments or "{}")
         if not custom and isinstance(arguments, str):
             where.check_nesting(value, f"{path}.arguments")
-        calls.append(
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": value}}
-        )
+        calls.append(function_call(call_id, name, value))
         at = f"messages[{position}].tool_calls[{len(calls) - 1}]"
         origins = self.request.origins
         origins[at] = path
@@ -211,14 +210,7 @@ def read(request: Request, outer: dict[str, Any], body: dict[str, Any], where: W
         request.raw = body = {key: value for key, value in body.items() if key != CHAIN_KEY}
     read_sidecar(request, outer, body, where)
     turns = _Turns(request, where)
-    instructions = body.get("instructions")
-    if isinstance(instructions, str):
-        position = turns.add({"role": "system", "content": instructions}, "instructions")
-        request.origins[f"messages[{position}].content"] = "instructions"
-    elif isinstance(instructions, list):
-        _items(turns, instructions, "instructions")
-    elif instructions is not None:
-        raise where.expect(instructions, "instructions", "a string, a list of items or null")
+    _text_or_items(turns, body, "instructions", "system")
     parent = where.identifier(body, "previous_response_id", "previous_response_id")
     if parent is not None:
         chain = outer.get(CHAIN_KEY, body.get(CHAIN_KEY))
@@ -236,17 +228,22 @@ def read(request: Request, outer: dict[str, Any], body: dict[str, Any], where: W
         turns.close()
         for key in set(request.origins) - known:  # held by the earlier lines of the log
             request.origins[key] = "previous_response_id"
-    value = body.get("input")
-    if isinstance(value, str):
-        position = turns.add({"role": "user", "content": value}, "input")
-        request.origins[f"messages[{position}].content"] = "input"
-    elif isinstance(value, list):
-        _items(turns, value, "input")
-    elif value is not None:
-        raise where.expect(value, "input", "a string, a list of items or null")
+    _text_or_items(turns, body, "input", "user")
     turns.close()
     _tools(request, body, where)
     request.model = where.string(body, "model", "model")
+
+
+def _text_or_items(turns: _Turns, body: dict[str, Any], key: str, role: str) -> None:
+    """`instructions` or `input`: one message of `role` when a string, else a list of items."""
+    value = body.get(key)
+    if isinstance(value, str):
+        position = turns.add({"role": role, "content": value}, key)
+        turns.request.origins[f"messages[{position}].content"] = key
+    elif isinstance(value, list):
+        _items(turns, value, key)
+    elif value is not None:
+        raise turns.where.expect(value, key, "a string, a list of items or null")
 
 
 def _items(turns: _Turns, items: list[Any], path: str) -> None:

@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import OrderedDict
-from itertools import accumulate
 from typing import Any, Protocol
 
+from pcache.prompt.hf_pieces import running_starts, tiktoken_byte_lengths
 from pcache.prompt.provenance import DeferredSpans
 from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
@@ -65,8 +65,6 @@ class PieceEncoder(Protocol):
 def _vocabulary_lengths(encoding: Any) -> list[int]:
     """Byte length of every token id of an encoding (0 for unused ids), computed once."""
     if encoding.name not in _LENGTHS:
-        from pcache.prompt.hf_pieces import tiktoken_byte_lengths
-
         _LENGTHS[encoding.name] = tiktoken_byte_lengths(encoding)
     return _LENGTHS[encoding.name]
 
@@ -115,9 +113,7 @@ class TiktokenPieces:
         if piece.isascii():  # every byte is a character: running byte lengths
             if self._byte_lengths is None:
                 self._byte_lengths = _vocabulary_lengths(self.encoding)
-            starts = list(accumulate(map(self._byte_lengths.__getitem__, ids), initial=0))
-            starts.pop()
-            return starts
+            return running_starts(self._byte_lengths, ids)[0]
         decoded, starts = self.encoding.decode_with_offsets(ids)
         assert decoded == piece
         return starts

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pcache.prompt.tiktoken_offline import user_cache_folder
+
 CACHE_VERSION = 1
 """Bump when the conversion or its checks change: older cache files are then ignored."""
 
@@ -236,8 +238,7 @@ def _check_tokens_merge_whole(vocab: dict[str, int], merges: list[tuple[str, str
 
 
 def cache_folder() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "pcache" / "bpe"
+    return user_cache_folder() / "bpe"
 
 
 def cache_path(digest: str) -> Path:

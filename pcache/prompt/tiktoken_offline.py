@@ -45,9 +45,14 @@ ENCODINGS = tuple(ENCODING_FILES)
 _lock = threading.Lock()
 
 
-def cache_dir() -> Path:
+def user_cache_folder() -> Path:
+    """pcache's folder in the user cache directory (`$XDG_CACHE_HOME`, else `~/.cache`)."""
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "pcache" / "tiktoken"
+    return Path(root) / "pcache"
+
+
+def cache_dir() -> Path:
+    return user_cache_folder() / "tiktoken"
 
 
 def _materialize(vocabulary: str) -> Path:

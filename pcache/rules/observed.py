@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from pcache.cache.profiles import Profile, assumption, profile_for_model
-from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_GEMINI, Request
+from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_GEMINI, KIND_OPENAI, Request
 from pcache.rules.slots import OPENAI_MODEL
 
 TOLERANCE_SHARE = 0.1
@@ -148,7 +148,7 @@ def provider_of(request: Request) -> str | None:
         return "bedrock"
     if request.kind == KIND_GEMINI:
         return "gemini"
-    if request.kind == "openai" and OPENAI_MODEL.match(request.model or ""):
+    if request.kind == KIND_OPENAI and OPENAI_MODEL.match(request.model or ""):
         return "openai"
     return None
 
