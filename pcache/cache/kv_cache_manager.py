@@ -113,7 +113,11 @@ class KVCacheManager:
         num_new_computed_tokens: int = 0,
         new_computed_blocks: Sequence[KVCacheBlock] | None = None,
         num_lookahead_tokens: int = 0,
+        delay_cache_blocks: bool = False,
     ) -> list[KVCacheBlock] | None:
+        """Slots for `num_new_tokens` more tokens (None: not enough free blocks). The blocks
+        that are now full are published at once, unless `delay_cache_blocks` (vLLM's flag of
+        the same name): then `cache_blocks` publishes them later."""
         if num_new_tokens == 0:
             raise ValueError("num_new_tokens must be greater than 0")
         hits = list(new_computed_blocks or ())
@@ -141,7 +145,7 @@ class KVCacheManager:
         new_blocks = self.block_pool.get_new_blocks(num_new) if num_new > 0 else []
         request_blocks.extend(new_blocks)
         # and every block that is now full is published
-        if self.enable_caching:
+        if self.enable_caching and not delay_cache_blocks:
             self.cache_blocks(
                 request, min(num_computed_tokens + num_new_tokens, request.num_tokens)
             )

@@ -11,8 +11,12 @@ Concurrency as the simulator's (`pcache.replayer.simulate`): `serial` serves eac
 and frees its blocks before the next arrives, so no request is in flight when a router looks
 (load-aware branches see all loads at 0); `timed` keeps a request's blocks until it finishes
 (predicted prefill + output_length / decode rate, on its replica), so routers see requests in
-flight. As in the simulator's timed mode, a prefix is reusable as soon as its request is
-admitted (prefill is not modelled as a window in which it is not yet cached).
+flight. As in the simulator's timed mode, on the vllm pool the blocks a request computes
+become hits when its prefill ends on its replica (the end-of-step rule, one step per prefill;
+see `pcache.replayer.simulate`): a request arriving while a request with the same prefix is
+still prefilling on that replica hits only what was cached before its own prefill starts, and
+the pools the router probes hold only published blocks. The radix policy publishes at
+admission.
 
 Each replica's pool sees exactly the requests routed to it, in order, so its statistics are
 those of a single-pool replay of that sub-trace.
@@ -39,12 +43,13 @@ from pcache.replayer.policies import (
     RadixPolicy,
     VllmPolicy,
     admit_waiting,
+    publish_prefilled,
     release_finished,
 )
 from pcache.replayer.report import ReplayReport, distribution
 from pcache.replayer.routers import build_parameters, make_router
 from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
-from pcache.replayer.simulate import SimulationOptions
+from pcache.replayer.simulate import SimulationOptions, every_block
 from pcache.traces.record import Trace, TraceRecord
 
 Progress = Callable[[int], None] | None
@@ -74,19 +79,6 @@ def run_fleet(
     ]
 
 
-def _block_bound(trace: Trace, block_size: int) -> int:
-    """Blocks one replica can ever allocate: every block of every request (an upper bound)."""
-    if trace.block_size is not None:
-        return sum(len(record.hash_ids or ()) for record in trace.records) or 1
-    return (
-        sum(
-            cdiv(record.input_length + len(record.output_token_ids or ()), block_size)
-            for record in trace.records
-        )
-        or 1
-    )
-
-
 def _make_pools(trace: Trace, options: SimulationOptions, count: int):
     hash_trace = trace.block_size is not None
     block_size = trace.block_size if hash_trace else options.block_size
@@ -97,10 +89,12 @@ def _make_pools(trace: Trace, options: SimulationOptions, count: int):
             RadixPolicy(options.cache_blocks, block_size, None, unit_tokens) for _ in range(count)
         ]
         return pools, block_size
-    bound = _block_bound(trace, block_size)
+    bound = every_block(trace, block_size)
     capacity = bound if options.cache_blocks is None else min(options.cache_blocks, bound)
     settings = None if hash_trace else HashSettings(algo=options.hash_algo, block_size=block_size)
-    return [VllmPolicy(capacity, block_size, settings) for _ in range(count)], block_size
+    timed = options.concurrency == "timed"
+    pools = [VllmPolicy(capacity, block_size, settings, timed) for _ in range(count)]
+    return pools, block_size
 
 
 class _Probe:
@@ -167,6 +161,7 @@ def _simulate_fleet(
     summary = FleetSummary(router_name, num_replicas, values)
     timed = options.concurrency == "timed"
     running: list[list] = [[] for _ in range(num_replicas)]
+    prefilling: list[list] = [[] for _ in range(num_replicas)]  # deferred blocks per replica
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
     decode_ms_per_token = 1000.0 / options.decode_tokens_per_s
@@ -177,6 +172,7 @@ def _simulate_fleet(
         now = start = record.timestamp_ms
         if timed:
             for replica, heap in enumerate(running):
+                publish_prefilled(prefilling[replica], now)
                 state.active_blocks[replica] -= release_finished(pools[replica], heap, now)
                 state.in_flight[replica] = len(heap)
         cached_by_replica = probe.cached_tokens(record, now)
@@ -188,7 +184,7 @@ def _simulate_fleet(
         try:
             if timed:
                 admission, start, freed = admit_waiting(
-                    pool, running[chosen], record, now, block_size
+                    pool, running[chosen], record, now, block_size, prefilling[chosen]
                 )
                 state.active_blocks[chosen] -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
@@ -219,6 +215,8 @@ def _simulate_fleet(
             finish = start + prefill + record.output_length * decode_ms_per_token
             blocks = cdiv(num_tokens, block_size)
             heapq.heappush(running[chosen], (finish, position, admission, blocks))
+            if admission.unpublished is not None:
+                heapq.heappush(prefilling[chosen], (start + prefill, position, admission))
             state.in_flight[chosen] = len(running[chosen])
             state.active_blocks[chosen] += blocks
         state.routed[chosen] += 1

@@ -15,14 +15,19 @@ hold the request now; `release` returns its blocks (their prefixes stay cached).
 `admit` then `release` in one call (serial replay), and `serve_all` serves a batch of
 records that way; for hash-id requests on the vLLM pool that is `BlockPool.replay_request`,
 one pass over each request's blocks.
+
+Timed replays build `VllmPolicy(..., defer_caching=True)`: the blocks a request computes are
+published (become hits for others) only when `publish` is called, at the end of its prefill
+(`publish_prefilled`), not when it is admitted; see `pcache.replayer.simulate`.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pcache.cache.block_pool import BlockPool
@@ -41,6 +46,23 @@ class Admission:
     cached_tokens: int
     hit_blocks: int
     handle: Any = None
+    unpublished: Callable[[], None] | None = None
+    """Publishes the blocks this request computes, when deferred (None: published)."""
+
+
+def publish(admission: Admission) -> None:
+    """Make the blocks `admission`'s request computed hits for later requests (once)."""
+    unpublished = admission.unpublished
+    if unpublished is not None:
+        admission.unpublished = None
+        unpublished()
+
+
+def publish_prefilled(prefilling: list, now: float) -> None:
+    """Publish the requests of `prefilling` (a heap of (prefill end, order, admission)) whose
+    prefill has ended by `now`."""
+    while prefilling and prefilling[0][0] <= now:
+        publish(heapq.heappop(prefilling)[2])
 
 
 class CapacityTooSmall(Exception):
@@ -77,11 +99,19 @@ def release_finished(policy, running: list, now: float) -> int:
 
 
 def admit_waiting(
-    policy, running: list, record: TraceRecord, start: float, block_size: int
+    policy,
+    running: list,
+    record: TraceRecord,
+    start: float,
+    block_size: int,
+    prefilling: list | None = None,
 ) -> tuple[Admission, float, int]:
     """Admit `record` at `start`, finishing the earliest of `running` (a heap of
-    (finish, order, admission, blocks)) until it fits: (admission, start, blocks freed)."""
+    (finish, order, admission, blocks)) until it fits: (admission, start, blocks freed).
+    Before each try, the prefills of `prefilling` that ended by then are published."""
     freed = 0
+    if prefilling:
+        publish_prefilled(prefilling, start)
     admission = policy.admit(record, start)
     while admission is None:
         if not running:
@@ -90,6 +120,8 @@ def admit_waiting(
         policy.release(held)
         freed += blocks
         start = max(start, finish)
+        if prefilling:
+            publish_prefilled(prefilling, start)
         admission = policy.admit(record, start)
     return admission, start, freed
 
@@ -99,8 +131,17 @@ class VllmPolicy:
 
     name = "vllm"
 
-    def __init__(self, num_blocks: int, block_size: int, hash_settings: HashSettings | None):
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        hash_settings: HashSettings | None,
+        defer_caching: bool = False,
+    ):
         self.block_size = block_size
+        self.defer_caching = defer_caching
+        """`admit` leaves the new blocks unpublished (`Admission.unpublished`) until
+        `publish`: a timed replay's prefill that has not ended yet caches nothing."""
         self.capacity_blocks = num_blocks
         self.manager = KVCacheManager(num_blocks + 1, block_size, max_model_len=2**62)
         self.pool: BlockPool = self.manager.block_pool
@@ -137,22 +178,30 @@ class VllmPolicy:
         if needed > self.capacity_blocks:
             raise CapacityTooSmall(needed)
         hits, num_hits = self.manager.get_computed_blocks(request)
-        blocks = self.manager.allocate_slots(request, request.num_tokens - num_hits, num_hits, hits)
+        defer = self.defer_caching
+        blocks = self.manager.allocate_slots(
+            request, request.num_tokens - num_hits, num_hits, hits, delay_cache_blocks=defer
+        )
         if blocks is None:
             return None
         self.manager.record_prefix_cache_stats(request, num_hits)
         if record.output_token_ids and not self._decode(request, record.output_token_ids):
             self.manager.free(request)
             return None
-        return Admission(num_hits, len(hits), request)
+        admission = Admission(num_hits, len(hits), request)
+        if defer:
+            prompt = request.num_prompt_tokens
+            admission.unpublished = partial(self.manager.cache_blocks, request, prompt)
+        return admission
 
     def _decode(self, request: CacheRequest, output_token_ids: list[int]) -> bool:
         """Write the KV of the generated tokens one at a time, as the engine's decode steps
         do (the last generated token is never fed back); False when the pool runs out."""
         request.num_computed_tokens = request.num_tokens
+        defer = self.defer_caching
         for token in output_token_ids[:-1]:
             request.append_output_token_ids(token)
-            if self.manager.allocate_slots(request, 1) is None:
+            if self.manager.allocate_slots(request, 1, delay_cache_blocks=defer) is None:
                 return False
             request.num_computed_tokens += 1
         return True
@@ -174,8 +223,13 @@ class VllmPolicy:
         pool.touch(hits)
         blocks = hits + pool.get_new_blocks(num_needed)
         self.held[id(blocks)] = blocks
-        pool.cache_full_blocks(blocks, hash_ids, num_hits, len(hash_ids), self.block_size)
+        cache = partial(
+            pool.cache_full_blocks, blocks, hash_ids, num_hits, len(hash_ids), self.block_size
+        )
         cached = min(num_hits * self.block_size, record.input_length)
+        if self.defer_caching:
+            return Admission(cached, num_hits, blocks, cache)
+        cache()
         return Admission(cached, num_hits, blocks)
 
     def serve(self, record: TraceRecord, now: float) -> tuple[int, int] | None:
@@ -219,8 +273,13 @@ class VllmPolicy:
         return hit_requests
 
     def release(self, admission: Admission) -> None:
+        """Free the request's blocks; deferred ones are published first (a finished request
+        has computed them all, its generated tokens' blocks too)."""
+        publish(admission)
         handle = admission.handle
         if isinstance(handle, CacheRequest):
+            if self.defer_caching:
+                self.manager.cache_blocks(handle, handle.num_tokens)
             self.manager.free(handle)
         elif handle:
             del self.held[id(handle)]

@@ -8,6 +8,16 @@ Semantics:
   their finish time); it runs for its predicted prefill time plus
   `output_length / decode_tokens_per_s`, and its TTFT includes the wait. Running requests
   hold blocks and compete for capacity; there is no batching slowdown.
+  On the vllm pool, the blocks a request computes become hits for other requests when its
+  prefill ends (its first token), not when it is admitted: a request whose prefill starts
+  while an earlier request with the same prefix is still prefilling recomputes that prefix
+  (and holds its own copy of those blocks; both copies stay cached, as vLLM keeps duplicate
+  blocks). This is the end-of-step rule with one step per prefill: SGLang inserts a chunk
+  into its radix tree after the forward pass that computed it; vLLM publishes a step's full
+  blocks when it schedules the step, so requests scheduled in that same step share them, a
+  case this model, which runs each prefill as its own step, does not have. The blocks of
+  generated tokens are published when the request finishes. The radix policy keeps the
+  earlier rule (a prefix is reusable from its request's admission).
 
 Every admission counts `input_length` query tokens and its cached tokens (token-based, as
 vLLM's `PrefixCacheStats`); a request hits when at least one block came from the cache.
@@ -34,6 +44,7 @@ from pcache.replayer.policies import (
     RadixPolicy,
     VllmPolicy,
     admit_waiting,
+    publish_prefilled,
     release_finished,
 )
 from pcache.replayer.report import Bill, ReplayReport, RequestOutcome, distribution
@@ -90,10 +101,25 @@ def _make_policy(trace: Trace, options: SimulationOptions):
         return RadixPolicy(capacity, block_size, None, unit_tokens), block_size
     # A pool never needs more blocks than the trace can fill: a larger --cache-blocks behaves
     # as unlimited, without allocating (or hanging on) blocks no request can reach.
-    footprint = _unlimited_capacity(trace, block_size)
+    # Timed replays recompute prefixes still being prefilled, in blocks of their own.
+    timed = options.concurrency == "timed"
+    footprint = every_block(trace, block_size) if timed else _unlimited_capacity(trace, block_size)
     capacity = footprint if capacity is None else min(capacity, footprint)
     settings = None if hash_trace else HashSettings(algo=options.hash_algo, block_size=block_size)
-    return VllmPolicy(capacity, block_size, settings), block_size
+    return VllmPolicy(capacity, block_size, settings, defer_caching=timed), block_size
+
+
+def every_block(trace: Trace, block_size: int) -> int:
+    """Every block of every request: a pool this big never evicts, whatever is shared."""
+    if trace.block_size is not None:
+        return sum(len(record.hash_ids or ()) for record in trace.records) or 1
+    return (
+        sum(
+            cdiv(record.input_length + len(record.output_token_ids or ()), block_size)
+            for record in trace.records
+        )
+        or 1
+    )
 
 
 def _unlimited_capacity(trace: Trace, block_size: int) -> int:
@@ -151,6 +177,7 @@ def _simulate(
     timed = options.concurrency == "timed"
     serve = policy.serve
     running: list[tuple[float, int, Admission, int]] = []
+    prefilling: list[tuple[float, int, Admission]] = []  # deferred blocks, by prefill end
     logical_blocks = peak_shared = 0  # block-table entries of running requests
     referenced = getattr(policy, "referenced_blocks", None)
     outcomes: list[RequestOutcome] = []
@@ -162,8 +189,11 @@ def _simulate(
         now = start = record.timestamp_ms
         try:
             if timed:
+                publish_prefilled(prefilling, now)
                 logical_blocks -= release_finished(policy, running, now)
-                admission, start, freed = admit_waiting(policy, running, record, now, block_size)
+                admission, start, freed = admit_waiting(
+                    policy, running, record, now, block_size, prefilling
+                )
                 logical_blocks -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
             else:  # admitted and released at once: nothing else holds blocks
@@ -183,6 +213,8 @@ def _simulate(
             finish = start + prefill + record.output_length * decode_ms_per_token
             table = cdiv(record.input_length, block_size)
             heapq.heappush(running, (finish, position, admission, table))
+            if admission.unpublished is not None:
+                heapq.heappush(prefilling, (start + prefill, position, admission))
             logical_blocks += table
             if referenced is not None:
                 peak_shared = max(peak_shared, logical_blocks - referenced())

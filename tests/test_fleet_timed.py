@@ -1,0 +1,98 @@
+"""Timed replays: a prefix still being prefilled is not yet reusable.
+
+The blocks a request computes become hits for other requests when its prefill ends, on its
+own replica. The traces here are small enough to work out every hit by hand, with a TTFT model
+of 0.1 ms per uncached token and nothing else (prefill = 0.1 x uncached tokens).
+"""
+
+from __future__ import annotations
+
+from pcache.cache.hashing import HashSettings
+from pcache.replayer.fleet import simulate_fleet
+from pcache.replayer.simulate import SimulationOptions, simulate
+from pcache.replayer.ttft import TtftModel
+from pcache.traces.record import Trace, TraceRecord
+
+BLOCK = 512
+MODEL = TtftModel(0.0, 0.1, 0.0)
+TIMED = SimulationOptions(concurrency="timed", ttft=MODEL, decode_tokens_per_s=50.0)
+
+
+def hash_trace(rows: list[tuple[float, list[int]]]) -> Trace:
+    """(arrival ms, hash ids) per request, every block full, 10 output tokens each."""
+    records = [
+        TraceRecord(index, index + 1, stamp, len(ids) * BLOCK, 10, None, ids)
+        for index, (stamp, ids) in enumerate(rows)
+    ]
+    return Trace("<hand-made>", "mooncake", BLOCK, records)
+
+
+# A at 0 ms: 1,024 tokens, prefill 102.4 ms (ends 102.4), decode 10 tokens x 20 ms.
+# B at 50: arrives while A prefills: no hit; 1,536 tokens, prefill 153.6 (ends 203.6).
+# C at 150: A ended at 102.4: [0, 1] hit, 1,024 tokens (nothing left to compute).
+# D at 160: A's [0, 1] are cached, B's block 2 is not yet (203.6): 1,024 tokens hit.
+# E at 210: B ended at 203.6: [0, 1, 2] hit, 1,536 tokens; D's block 3 ends at 262.4: not.
+ROWS = [(0.0, [0, 1]), (50.0, [0, 1, 2]), (150.0, [0, 1]), (160.0, [0, 1, 2, 3])]
+ROWS.append((210.0, [0, 1, 2, 3]))
+ONE_POOL_HITS = 0 + 0 + 1024 + 1024 + 1536
+
+
+def test_one_pool_hits_only_what_finished_prefilling_before_each_prefill_starts():
+    report = simulate(hash_trace(ROWS), TIMED, keep_requests=True)
+    assert [row.cached_tokens for row in report.per_request] == [0, 0, 1024, 1024, 1536]
+    assert report.hit_tokens == ONE_POOL_HITS
+    # TTFT = prefill of the uncached tokens (no queueing: the cache is unlimited)
+    assert [row.ttft_ms for row in report.per_request] == [102.4, 153.6, 0.0, 102.4, 51.2]
+    # serial replays finish each request before the next: every shared block is a hit
+    assert simulate(hash_trace(ROWS), SimulationOptions(ttft=MODEL)).hit_tokens == (
+        0 + 1024 + 1024 + 1536 + 2048
+    )
+
+
+def test_a_fleet_of_one_is_the_single_pool():
+    fleet = simulate_fleet(hash_trace(ROWS), TIMED, 1, "round-robin")
+    assert fleet.hit_tokens == ONE_POOL_HITS
+
+
+def test_each_replica_publishes_only_its_own_finished_prefills():
+    # round-robin over 2: A, C, E on replica 0; B, D on replica 1.
+    # replica 0: A no hit; C at 150 after A's end (102.4): 1,024; E at 210: A's and C's
+    #   blocks [0, 1] only (B's block 2 lives on replica 1): 1,024.
+    # replica 1: B no hit; D at 160 before B's end (203.6): no hit.
+    report = simulate_fleet(hash_trace(ROWS), TIMED, 2, "round-robin")
+    replicas = report.fleet.replicas
+    assert [(r.requests, r.hit_tokens) for r in replicas] == [(3, 2048), (2, 0)]
+    # the router's view is the published blocks too: for D, replica 0 held [0, 1] (1,024
+    # tokens) and replica 1 nothing; for E, replica 1 had published B's [0, 1, 2] by 203.6
+    # (1,536) against replica 0's 1,024: two requests misrouted, 512 + 1,024 tokens
+    assert report.fleet.misrouted_requests == 2
+    assert report.fleet.misrouted_tokens == 1024 + 512
+
+
+def test_precise_routes_on_published_blocks_only():
+    # precise sends each request to the replica holding its longest published prefix (ties:
+    # fewest in flight, then in turn). A -> 0; B: nothing published anywhere, replica 1 has
+    # fewer in flight -> 1; C: replica 0 has [0, 1] -> 0, 1,024; D: replica 0 -> 1,024;
+    # E at 210: replica 0 holds [0, 1] (D's block 3 ends at 262.4), replica 1 B's [0, 1, 2]
+    # -> 1, 1,536.
+    report = simulate_fleet(hash_trace(ROWS), TIMED, 2, "precise")
+    assert report.hit_tokens == 1024 + 1024 + 1536
+    assert report.fleet.misrouted_requests == 0
+
+
+def test_token_requests_wait_for_the_prefill_too():
+    settings = HashSettings(block_size=16)
+    prompt = list(range(48))
+    rows = [(0.0, prompt), (1.0, prompt + list(range(100, 116))), (10.0, prompt)]
+    records = [
+        TraceRecord(index, index + 1, stamp, len(ids), 0, ids, None)
+        for index, (stamp, ids) in enumerate(rows)
+    ]
+    trace = Trace("<hand-made>", "requests", None, records)
+    options = SimulationOptions(
+        concurrency="timed", ttft=MODEL, block_size=settings.block_size, hash_algo=settings.algo
+    )
+    # the first prefill (48 tokens) ends at 4.8 ms: the request at 1 ms recomputes it, the
+    # one at 10 ms hits 2 full blocks (the last token is always recomputed: 47 -> 32)
+    report = simulate(trace, options, keep_requests=True)
+    assert [row.cached_tokens for row in report.per_request] == [0, 0, 32]
