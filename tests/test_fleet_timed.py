@@ -1,11 +1,17 @@
-"""Timed replays: a prefix still being prefilled is not yet reusable.
+"""Timed replays publishing blocks when the prefill ends (`--publish-blocks prefilled`, the
+radix policy's default): a prefix still being prefilled is not yet reusable.
 
 The blocks a request computes become hits for other requests when its prefill ends, on its
 own replica. The traces here are small enough to work out every hit by hand, with a TTFT model
-of 0.1 ms per uncached token and nothing else (prefill = 0.1 x uncached tokens).
+of 0.1 ms per uncached token and nothing else (prefill = 0.1 x uncached tokens). Both pools
+(vllm with `prefilled`, radix by default) must give the same hits.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
 
 from pcache.cache.hashing import HashSettings
 from pcache.replayer.fleet import simulate_fleet
@@ -15,7 +21,11 @@ from pcache.traces.record import Trace, TraceRecord
 
 BLOCK = 512
 MODEL = TtftModel(0.0, 0.1, 0.0)
-TIMED = SimulationOptions(concurrency="timed", ttft=MODEL, decode_tokens_per_s=50.0)
+TIMED = SimulationOptions(
+    concurrency="timed", ttft=MODEL, decode_tokens_per_s=50.0, publish_blocks="prefilled"
+)
+POOLS = {"vllm": TIMED, "radix": replace(TIMED, policy="radix", publish_blocks=None)}
+pools = pytest.mark.parametrize("options", POOLS.values(), ids=POOLS.keys())
 
 
 def hash_trace(rows: list[tuple[float, list[int]]]) -> Trace:
@@ -37,29 +47,34 @@ ROWS.append((210.0, [0, 1, 2, 3]))
 ONE_POOL_HITS = 0 + 0 + 1024 + 1024 + 1536
 
 
-def test_one_pool_hits_only_what_finished_prefilling_before_each_prefill_starts():
-    report = simulate(hash_trace(ROWS), TIMED, keep_requests=True)
+@pools
+def test_one_pool_hits_only_what_finished_prefilling_before_each_prefill_starts(options):
+    report = simulate(hash_trace(ROWS), options, keep_requests=True)
     assert [row.cached_tokens for row in report.per_request] == [0, 0, 1024, 1024, 1536]
     assert report.hit_tokens == ONE_POOL_HITS
     # TTFT = prefill of the uncached tokens (no queueing: the cache is unlimited)
     assert [row.ttft_ms for row in report.per_request] == [102.4, 153.6, 0.0, 102.4, 51.2]
     # serial replays finish each request before the next: every shared block is a hit
-    assert simulate(hash_trace(ROWS), SimulationOptions(ttft=MODEL)).hit_tokens == (
-        0 + 1024 + 1024 + 1536 + 2048
-    )
+    serial = replace(options, concurrency="serial")
+    assert simulate(hash_trace(ROWS), serial).hit_tokens == 0 + 1024 + 1024 + 1536 + 2048
+    # vLLM's rule (`scheduled`): a prefix is a hit from its request's admission
+    scheduled = replace(options, publish_blocks="scheduled")
+    assert simulate(hash_trace(ROWS), scheduled).hit_tokens == 0 + 1024 + 1024 + 1536 + 2048
 
 
-def test_a_fleet_of_one_is_the_single_pool():
-    fleet = simulate_fleet(hash_trace(ROWS), TIMED, 1, "round-robin")
+@pools
+def test_a_fleet_of_one_is_the_single_pool(options):
+    fleet = simulate_fleet(hash_trace(ROWS), options, 1, "round-robin")
     assert fleet.hit_tokens == ONE_POOL_HITS
 
 
-def test_each_replica_publishes_only_its_own_finished_prefills():
+@pools
+def test_each_replica_publishes_only_its_own_finished_prefills(options):
     # round-robin over 2: A, C, E on replica 0; B, D on replica 1.
     # replica 0: A no hit; C at 150 after A's end (102.4): 1,024; E at 210: A's and C's
     #   blocks [0, 1] only (B's block 2 lives on replica 1): 1,024.
     # replica 1: B no hit; D at 160 before B's end (203.6): no hit.
-    report = simulate_fleet(hash_trace(ROWS), TIMED, 2, "round-robin")
+    report = simulate_fleet(hash_trace(ROWS), options, 2, "round-robin")
     replicas = report.fleet.replicas
     assert [(r.requests, r.hit_tokens) for r in replicas] == [(3, 2048), (2, 0)]
     # the router's view is the published blocks too: for D, replica 0 held [0, 1] (1,024
@@ -69,18 +84,20 @@ def test_each_replica_publishes_only_its_own_finished_prefills():
     assert report.fleet.misrouted_tokens == 1024 + 512
 
 
-def test_precise_routes_on_published_blocks_only():
+@pools
+def test_precise_routes_on_published_blocks_only(options):
     # precise sends each request to the replica holding its longest published prefix (ties:
     # fewest in flight, then in turn). A -> 0; B: nothing published anywhere, replica 1 has
     # fewer in flight -> 1; C: replica 0 has [0, 1] -> 0, 1,024; D: replica 0 -> 1,024;
     # E at 210: replica 0 holds [0, 1] (D's block 3 ends at 262.4), replica 1 B's [0, 1, 2]
     # -> 1, 1,536.
-    report = simulate_fleet(hash_trace(ROWS), TIMED, 2, "precise")
+    report = simulate_fleet(hash_trace(ROWS), options, 2, "precise")
     assert report.hit_tokens == 1024 + 1024 + 1536
     assert report.fleet.misrouted_requests == 0
 
 
-def test_token_requests_wait_for_the_prefill_too():
+@pools
+def test_token_requests_wait_for_the_prefill_too(options):
     settings = HashSettings(block_size=16)
     prompt = list(range(48))
     rows = [(0.0, prompt), (1.0, prompt + list(range(100, 116))), (10.0, prompt)]
@@ -89,10 +106,14 @@ def test_token_requests_wait_for_the_prefill_too():
         for index, (stamp, ids) in enumerate(rows)
     ]
     trace = Trace("<hand-made>", "requests", None, records)
-    options = SimulationOptions(
-        concurrency="timed", ttft=MODEL, block_size=settings.block_size, hash_algo=settings.algo
-    )
+    options = replace(options, block_size=settings.block_size, hash_algo=settings.algo)
     # the first prefill (48 tokens) ends at 4.8 ms: the request at 1 ms recomputes it, the
-    # one at 10 ms hits 2 full blocks (the last token is always recomputed: 47 -> 32)
+    # one at 10 ms hits it but its last token, always recomputed (vllm: whole blocks, 32)
     report = simulate(trace, options, keep_requests=True)
-    assert [row.cached_tokens for row in report.per_request] == [0, 0, 32]
+    last = 32 if options.policy == "vllm" else 47
+    assert [row.cached_tokens for row in report.per_request] == [0, 0, last]
+
+
+def test_publish_blocks_is_checked(cli):
+    result = cli("replay", "samples/traces/mooncake_tiny.jsonl", "--publish-blocks", "never")
+    assert result.exit_code == 2 and "--publish-blocks must be" in result.output

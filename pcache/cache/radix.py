@@ -5,7 +5,9 @@ ends inside a node splits it, so boundaries are exact. Identical prefixes are st
 Eviction removes leaves with no lock, least recently accessed first; a parent left childless
 becomes a leaf and a candidate in turn, so a prefix's head never goes before its tail.
 Accessing a node (match or insert) refreshes every node on its path. An optional TTL makes
-nodes not accessed for `ttl_ms` invisible (hosted-provider profiles).
+nodes not accessed for `ttl_ms` invisible (hosted-provider profiles). A node inserted with
+`visible=False` (a prefill still running) is stored, locked and counted, but lookups stop
+before it until `make_visible` is called on it or on a node below it.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from itertools import count
 class RadixNode:
     """A segment of units under its parent; children are keyed by their first unit."""
 
-    __slots__ = ("children", "key", "last_access", "lock_ref", "parent")
+    __slots__ = ("children", "key", "last_access", "lock_ref", "parent", "visible")
 
-    def __init__(self, key: list, parent: RadixNode | None, now: float):
+    def __init__(self, key: list, parent: RadixNode | None, now: float, visible: bool = True):
         self.key = key
         self.parent = parent
         self.children: dict = {}
         self.lock_ref = 0
         self.last_access = now
+        self.visible = visible
 
 
 class RadixCache:
@@ -47,12 +50,15 @@ class RadixCache:
     def _expired(self, node: RadixNode, now: float) -> bool:
         return self.ttl_ms is not None and now - node.last_access > self.ttl_ms
 
-    def match_prefix(self, key: Sequence, now: float) -> tuple[int, RadixNode]:
-        """Length of the longest cached prefix of `key`, and the node where it ends."""
+    def match_prefix(
+        self, key: Sequence, now: float, visible_only: bool = True
+    ) -> tuple[int, RadixNode]:
+        """Length of the longest cached prefix of `key`, and the node where it ends
+        (`visible_only=False`: through nodes not yet visible too)."""
         node, matched = self.root, 0
         while matched < len(key):
             child = node.children.get(key[matched])
-            if child is None or self._expired(child, now):
+            if child is None or self._expired(child, now) or (visible_only and not child.visible):
                 break
             segment = child.key
             limit = min(len(segment), len(key) - matched)
@@ -72,7 +78,7 @@ class RadixCache:
         node, matched = self.root, 0
         while matched < len(key):
             child = node.children.get(key[matched])
-            if child is None or self._expired(child, now):
+            if child is None or self._expired(child, now) or not child.visible:
                 break
             segment = child.key
             limit = min(len(segment), len(key) - matched)
@@ -86,7 +92,7 @@ class RadixCache:
         return matched
 
     def _split(self, node: RadixNode, at: int) -> RadixNode:
-        head = RadixNode(node.key[:at], node.parent, node.last_access)
+        head = RadixNode(node.key[:at], node.parent, node.last_access, node.visible)
         head.lock_ref = node.lock_ref
         node.parent.children[head.key[0]] = head
         node.key = node.key[at:]
@@ -103,9 +109,10 @@ class RadixCache:
 
     # -- insertion and locking ----------------------------------------------------------------
 
-    def insert(self, key: Sequence, now: float) -> RadixNode:
-        """Cache `key` (evicting as needed); returns its last node, locked by the caller."""
-        matched, node = self.match_prefix(key, now)
+    def insert(self, key: Sequence, now: float, visible: bool = True) -> RadixNode:
+        """Cache `key` (evicting as needed); returns its last node, locked by the caller.
+        `visible=False`: its new units are found by lookups only after `make_visible`."""
+        matched, node = self.match_prefix(key, now, visible_only=False)
         self.lock(node)
         extra = len(key) - matched
         if self.capacity is not None and extra:
@@ -118,13 +125,19 @@ class RadixCache:
                 raise ValueError("the cache is held by running requests")
         self.unlock(node)
         if extra:
-            leaf = RadixNode(list(key[matched:]), node, now)
+            leaf = RadixNode(list(key[matched:]), node, now, visible)
             node.children[leaf.key[0]] = leaf
             self.num_units += extra
             self.peak_units = max(self.peak_units, self.num_units)
             node = leaf
             self._refresh(node, now)
         return node
+
+    def make_visible(self, node: RadixNode) -> None:
+        """`node` and the path above it are found by lookups from now on (a prefill ended)."""
+        while node is not None and not node.visible:
+            node.visible = True
+            node = node.parent
 
     def lock(self, node: RadixNode) -> None:
         while node is not None:

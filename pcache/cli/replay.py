@@ -79,6 +79,14 @@ def replay_command(
             "--concurrency", help="serial (one request at a time) or timed (requests overlap)."
         ),
     ] = "serial",
+    publish_blocks: Annotated[
+        str | None,
+        typer.Option(
+            "--publish-blocks",
+            help="Timed: a request's blocks are hits from its admission (scheduled, vLLM) or"
+            " from the end of its prefill (prefilled, SGLang). Default: the --policy's engine.",
+        ),
+    ] = None,
     decode_rate: Annotated[
         float,
         typer.Option(
@@ -277,6 +285,7 @@ def replay_command(
         cache_gb=cache_gb,
         concurrency=concurrency,
         decode_rate=decode_rate,
+        publish_blocks=publish_blocks,
         ttft=_ttft(ttft_overhead_ms, ttft_ms_per_token, ttft_ms_per_pair),
         calibration=calibration,
         capacity_sweep=capacity_sweep,

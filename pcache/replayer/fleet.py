@@ -11,12 +11,12 @@ Concurrency as the simulator's (`pcache.replayer.simulate`): `serial` serves eac
 and frees its blocks before the next arrives, so no request is in flight when a router looks
 (load-aware branches see all loads at 0); `timed` keeps a request's blocks until it finishes
 (predicted prefill + output_length / decode rate, on its replica), so routers see requests in
-flight. As in the simulator's timed mode, on the vllm pool the blocks a request computes
-become hits when its prefill ends on its replica (the end-of-step rule, one step per prefill;
-see `pcache.replayer.simulate`): a request arriving while a request with the same prefix is
-still prefilling on that replica hits only what was cached before its own prefill starts, and
-the pools the router probes hold only published blocks. The radix policy publishes at
-admission.
+flight. A request's blocks become hits on its replica when the simulator's timed mode says
+(`pcache.replayer.simulate`, `publish_blocks`): at admission (`scheduled`, vLLM's rule, the
+vllm policy's default) or when its prefill ends (`prefilled`, SGLang's, the radix policy's):
+then a request arriving while a request with the same prefix is still prefilling on that
+replica hits only what was published before its own prefill starts, and the pools the router
+probes hold only published blocks.
 
 Each replica's pool sees exactly the requests routed to it, in order, so its statistics are
 those of a single-pool replay of that sub-trace.
@@ -85,15 +85,17 @@ def _make_pools(trace: Trace, options: SimulationOptions, count: int):
     assert block_size is not None
     if options.policy == "radix":
         unit_tokens = block_size if hash_trace else 1
+        defer = options.defers_caching
         pools = [
-            RadixPolicy(options.cache_blocks, block_size, None, unit_tokens) for _ in range(count)
+            RadixPolicy(options.cache_blocks, block_size, None, unit_tokens, defer)
+            for _ in range(count)
         ]
         return pools, block_size
     bound = every_block(trace, block_size)
     capacity = bound if options.cache_blocks is None else min(options.cache_blocks, bound)
     settings = None if hash_trace else HashSettings(algo=options.hash_algo, block_size=block_size)
-    timed = options.concurrency == "timed"
-    pools = [VllmPolicy(capacity, block_size, settings, timed) for _ in range(count)]
+    defer = options.defers_caching
+    pools = [VllmPolicy(capacity, block_size, settings, defer) for _ in range(count)]
     return pools, block_size
 
 

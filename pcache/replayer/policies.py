@@ -16,9 +16,9 @@ hold the request now; `release` returns its blocks (their prefixes stay cached).
 records that way; for hash-id requests on the vLLM pool that is `BlockPool.replay_request`,
 one pass over each request's blocks.
 
-Timed replays build `VllmPolicy(..., defer_caching=True)`: the blocks a request computes are
-published (become hits for others) only when `publish` is called, at the end of its prefill
-(`publish_prefilled`), not when it is admitted; see `pcache.replayer.simulate`.
+With `defer_caching=True` (timed replays publishing blocks when the prefill ends, see
+`pcache.replayer.simulate`), what a request computes becomes a hit for others only when
+`publish` is called on its admission (`publish_prefilled`), not when it is admitted.
 """
 
 from __future__ import annotations
@@ -306,9 +306,12 @@ class RadixPolicy:
         block_size: int,
         ttl_ms: float | None = None,
         unit_tokens: int = 1,
+        defer_caching: bool = False,
     ):
         self.block_size = block_size
         self.unit_tokens = unit_tokens
+        self.defer_caching = defer_caching
+        """`admit` inserts the prompt not yet visible to lookups, until `publish`."""
         self.capacity_blocks = num_blocks
         capacity = None if num_blocks is None else num_blocks * block_size // unit_tokens
         self.tree = RadixCache(capacity, ttl_ms)
@@ -355,12 +358,16 @@ class RadixPolicy:
         capacity = self.tree.capacity
         if capacity is not None and len(key) > capacity:
             raise CapacityTooSmall(cdiv(len(key) * self.unit_tokens, self.block_size))
+        defer = self.defer_caching
         try:
-            node = self.tree.insert(key, now)
+            node = self.tree.insert(key, now, visible=not defer)
         except ValueError:
             return None
         self.tree.lock(node)
-        return Admission(cached, cdiv(cached, self.block_size), node)
+        admission = Admission(cached, cdiv(cached, self.block_size), node)
+        if defer:
+            admission.unpublished = partial(self.tree.make_visible, node)
+        return admission
 
     def serve(self, record: TraceRecord, now: float) -> tuple[int, int] | None:
         """Admit and release at once (serial replay): (cached tokens, hit blocks), or None."""
@@ -375,6 +382,7 @@ class RadixPolicy:
         return serve_each(self, records, cached)
 
     def release(self, admission: Admission) -> None:
+        publish(admission)
         if isinstance(admission.handle, RadixNode):
             self.tree.unlock(admission.handle)
 

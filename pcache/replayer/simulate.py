@@ -8,16 +8,20 @@ Semantics:
   their finish time); it runs for its predicted prefill time plus
   `output_length / decode_tokens_per_s`, and its TTFT includes the wait. Running requests
   hold blocks and compete for capacity; there is no batching slowdown.
-  On the vllm pool, the blocks a request computes become hits for other requests when its
-  prefill ends (its first token), not when it is admitted: a request whose prefill starts
-  while an earlier request with the same prefix is still prefilling recomputes that prefix
-  (and holds its own copy of those blocks; both copies stay cached, as vLLM keeps duplicate
-  blocks). This is the end-of-step rule with one step per prefill: SGLang inserts a chunk
-  into its radix tree after the forward pass that computed it; vLLM publishes a step's full
-  blocks when it schedules the step, so requests scheduled in that same step share them, a
-  case this model, which runs each prefill as its own step, does not have. The blocks of
-  generated tokens are published when the request finishes. The radix policy keeps the
-  earlier rule (a prefix is reusable from its request's admission).
+  When a request's blocks become hits for other requests is each engine's own rule
+  (`publish_blocks`, `--publish-blocks`; the default follows the policy):
+  - `scheduled` (vllm): from its admission. vLLM publishes a step's full blocks when it
+    schedules the step (`cache_full_blocks` in `allocate_slots`), so a request scheduled in
+    that step or later hits them while they are being computed; pcache's engine does the
+    same. One step per prefill: a prompt longer than vLLM's `max_num_batched_tokens` is
+    published chunk by chunk there, all at once here.
+  - `prefilled` (radix): when its prefill ends (its first token), as SGLang inserts a prefill
+    into its radix tree after the forward pass. A request whose prefill starts while an
+    earlier request with the same prefix is still prefilling hits only what was published
+    before its own prefill starts, and recomputes the rest: on the vllm pool in blocks of its
+    own (both copies stay cached, as vLLM keeps duplicate blocks), in the radix tree in the
+    node already inserted (SGLang frees the duplicate when it inserts). Blocks of generated
+    tokens are published when the request finishes.
 
 Every admission counts `input_length` query tokens and its cached tokens (token-based, as
 vLLM's `PrefixCacheStats`); a request hits when at least one block came from the cache.
@@ -55,6 +59,10 @@ ENGINE_POLICIES = ("vllm", "radix")
 PROVIDER_POLICIES = ("openai", "anthropic", "gemini", "bedrock", "deepseek")
 POLICIES = ENGINE_POLICIES + PROVIDER_POLICIES
 CONCURRENCY = ("serial", "timed")
+PUBLISH_BLOCKS = ("scheduled", "prefilled")
+ENGINE_PUBLISH = {"vllm": "scheduled", "radix": "prefilled"}
+"""When each engine's computed blocks become hits (timed replays): vLLM at scheduling, SGLang
+after the prefill's forward pass."""
 
 
 MAX_CACHE_BLOCKS = 1 << 40  # far beyond any real pool; keeps reports within JSON's integers
@@ -74,8 +82,14 @@ class SimulationOptions:
     hash_algo: str = DEFAULT_HASH_ALGO
     calibration: CalibrationUsed | None = None
     """The calibration file `ttft` was read from (None: defaults or coefficients given)."""
+    publish_blocks: str | None = None
+    """Timed: `scheduled` or `prefilled` (None: the policy's engine, `ENGINE_PUBLISH`)."""
 
     def __post_init__(self) -> None:
+        if self.publish_blocks is not None and self.publish_blocks not in PUBLISH_BLOCKS:
+            raise UsageError(
+                f"--publish-blocks must be scheduled or prefilled, got {self.publish_blocks!r}"
+            )
         if self.policy not in POLICIES:
             raise UsageError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.concurrency not in CONCURRENCY:
@@ -89,6 +103,12 @@ class SimulationOptions:
         if not self.decode_tokens_per_s > 0:  # also refuses NaN
             raise UsageError("--decode-rate must be positive")
 
+    @property
+    def defers_caching(self) -> bool:
+        """A timed replay whose blocks become hits only when their prefill ends."""
+        chosen = self.publish_blocks or ENGINE_PUBLISH.get(self.policy, "scheduled")
+        return self.concurrency == "timed" and chosen == "prefilled"
+
 
 def _make_policy(trace: Trace, options: SimulationOptions):
     hash_trace = trace.block_size is not None
@@ -97,16 +117,17 @@ def _make_policy(trace: Trace, options: SimulationOptions):
     if options.policy in PROVIDER_POLICIES:
         return ProviderPolicy(load_profile(options.policy), block_size, unit_tokens), block_size
     capacity = options.cache_blocks
+    defer = options.defers_caching
     if options.policy == "radix":
-        return RadixPolicy(capacity, block_size, None, unit_tokens), block_size
+        return RadixPolicy(capacity, block_size, None, unit_tokens, defer), block_size
     # A pool never needs more blocks than the trace can fill: a larger --cache-blocks behaves
-    # as unlimited, without allocating (or hanging on) blocks no request can reach.
-    # Timed replays recompute prefixes still being prefilled, in blocks of their own.
-    timed = options.concurrency == "timed"
-    footprint = every_block(trace, block_size) if timed else _unlimited_capacity(trace, block_size)
+    # as unlimited, without allocating (or hanging on) blocks no request can reach. Deferred
+    # publication recomputes prefixes still being prefilled, in blocks of their own.
+    bound = every_block if defer else _unlimited_capacity
+    footprint = bound(trace, block_size)
     capacity = footprint if capacity is None else min(capacity, footprint)
     settings = None if hash_trace else HashSettings(algo=options.hash_algo, block_size=block_size)
-    return VllmPolicy(capacity, block_size, settings, defer_caching=timed), block_size
+    return VllmPolicy(capacity, block_size, settings, defer), block_size
 
 
 def every_block(trace: Trace, block_size: int) -> int:

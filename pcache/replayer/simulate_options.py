@@ -10,7 +10,13 @@ from pcache.errors import UsageError
 from pcache.numbers import check_number
 from pcache.replayer.fleet_options import FleetOptions
 from pcache.replayer.options import ReplayOptions
-from pcache.replayer.simulate import CONCURRENCY, POLICIES, PROVIDER_POLICIES, SimulationOptions
+from pcache.replayer.simulate import (
+    CONCURRENCY,
+    POLICIES,
+    PROVIDER_POLICIES,
+    PUBLISH_BLOCKS,
+    SimulationOptions,
+)
 from pcache.replayer.ttft import TtftModel
 
 MAX_CACHE_GB = 1 << 30
@@ -47,12 +53,19 @@ class SimulateOptions(ReplayOptions):
     sweep_points: int = 8
     fleet: FleetOptions | None = field(default=None, metadata={"flag": "--replicas"})
     """`--replicas`, `--router`: one pool per replica behind a router (`replayer.fleet`)."""
+    publish_blocks: str | None = None
+    """Timed: a request's blocks are hits from its admission (`scheduled`, vLLM) or from the
+    end of its prefill (`prefilled`, SGLang); None: the policy's engine."""
 
     def __post_init__(self) -> None:
         ReplayOptions.__post_init__(self)
         if self.policy not in POLICIES:
             raise UsageError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         check_concurrency(self.concurrency)
+        if self.publish_blocks is not None and self.publish_blocks not in PUBLISH_BLOCKS:
+            raise UsageError(
+                f"--publish-blocks must be scheduled or prefilled, got {self.publish_blocks!r}"
+            )
         check_number("--decode-rate", self.decode_rate, above=0)
         if self.cache_gb is not None:
             check_number("--cache-gb", self.cache_gb, above=0, maximum=MAX_CACHE_GB)
@@ -89,4 +102,5 @@ class SimulateOptions(ReplayOptions):
             ttft=self.ttft or TtftModel(),
             kv_bytes_per_token=kv_bytes_per_token,
             hash_algo=self.settings.hash_algo,
+            publish_blocks=self.publish_blocks,
         )
