@@ -61,7 +61,8 @@ def lint_command(
         typer.Option(
             "--tokenizer",
             "-t",
-            help="gpt-oss (default), o200k_base, cl100k_base, or a Hugging Face model directory.",
+            help="gpt-oss (default), o200k_base, cl100k_base, a model preset (tiny, qwen3-0.6b: as"
+            " pcache serve --model NAME tokenizes), or a Hugging Face model directory.",
         ),
     ] = None,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,

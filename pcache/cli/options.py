@@ -47,8 +47,9 @@ TokenizerOpt = Annotated[
     typer.Option(
         "--tokenizer",
         "-t",
-        help="gpt-oss (embedded, default), o200k_base, cl100k_base, o200k_harmony, or a Hugging"
-        " Face model directory or hub id (tokenizer.json + chat template).",
+        help="gpt-oss (embedded, default), o200k_base, cl100k_base, o200k_harmony, a model preset"
+        " (tiny, qwen3-0.6b, ...: as pcache serve --model NAME tokenizes), or a Hugging Face"
+        " model directory or hub id (tokenizer.json + chat template).",
     ),
 ]
 BlockSizeOpt = Annotated[

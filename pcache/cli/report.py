@@ -51,7 +51,8 @@ def report_command(
         typer.Option(
             "--tokenizer",
             "-t",
-            help="gpt-oss (default), o200k_base, cl100k_base, or a Hugging Face model directory.",
+            help="gpt-oss (default), o200k_base, cl100k_base, a model preset (tiny, qwen3-0.6b: as"
+            " pcache serve --model NAME tokenizes), or a Hugging Face model directory.",
         ),
     ] = DEFAULT_TOKENIZER,
     profile: Annotated[

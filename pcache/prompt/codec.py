@@ -182,6 +182,11 @@ class ChatMLRenderer:
         self.name = f"chatml:{codec.name}"
         self.template_digest = hashlib.sha256(LAYOUT_VERSION.encode()).hexdigest()
 
+    @property
+    def prompt_tokens(self) -> PromptTokens:
+        """What the codec's tokenizer puts around a text prompt (`encode_text_prompt`)."""
+        return self.codec.prompt_tokens
+
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
         return chatml_text(request, options)
 

@@ -14,7 +14,9 @@ from pcache.prompt.tokenizer import DeferredRenderer, Renderer, RenderOptions
 
 @cache
 def resolve_renderer(name: str | None = None) -> Renderer:
-    """`gpt-oss` (default), a bundled tiktoken encoding, or a Hugging Face model dir or hub id."""
+    """`gpt-oss` (default), a bundled tiktoken encoding, a model preset (`tiny`,
+    `qwen3-0.6b`, ...: what `pcache serve --model NAME` renders and encodes with), or a
+    Hugging Face model dir or hub id."""
     name = name or DEFAULT_TOKENIZER
     if name in ("gpt-oss", "harmony"):
         from pcache.prompt.harmony import HarmonyRenderer
@@ -24,9 +26,36 @@ def resolve_renderer(name: str | None = None) -> Renderer:
         from pcache.prompt.plain import PlainRenderer
 
         return PlainRenderer(name)
+    preset = _preset_renderer(name)
+    if preset is not None:
+        return preset
     from pcache.prompt.hf_template import load_hf_renderer
 
     return load_hf_renderer(name)
+
+
+def _preset_renderer(name: str) -> Renderer | None:
+    """The chat renderer `pcache serve --model NAME` uses for a preset of the model table
+    (`pcache.serve.text.TextCodec`: the ChatML layout over the preset's codec: cl100k for a
+    vocabulary that large, else UTF-8 bytes); None when `name` is no preset, or a path."""
+    from pathlib import Path
+
+    from pcache.models import PRESETS, canonical_name
+
+    canonical = canonical_name(name)
+    if canonical is None or Path(name).exists():
+        return None
+    vocab_size = PRESETS[canonical].get("vocab_size")
+    if vocab_size is None:
+        from pcache.errors import TokenizerError
+
+        raise TokenizerError(
+            f"--tokenizer {name}: this preset sizes a simulated cache only (pcache serve does"
+            " not run it), so it has no tokenizer; give its tokenizer instead (e.g. gpt-oss)"
+        )
+    from pcache.prompt.codec import ChatMLRenderer, ModelCodec
+
+    return ChatMLRenderer(ModelCodec(canonical, vocab_size))
 
 
 def encoder_path(renderer: Renderer) -> str:
