@@ -128,3 +128,35 @@ def check_text_or_json(format: str) -> None:
         from pcache.errors import UsageError
 
         raise UsageError(f"--format must be text or json, got {format!r}")
+
+
+ReplicasOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--replicas",
+        help="Replicas behind a router, each with its own --cache-blocks pool; a list"
+        " (1,2,4,8) sweeps.",
+    ),
+]
+RouterOpt = Annotated[
+    str,
+    typer.Option(
+        "--router",
+        help="With --replicas: round-robin, random, least-load, session, prefix-hash,"
+        " sglang, llm-d, dynamo or precise; a list compares them.",
+    ),
+]
+RouterParamOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--router-param",
+        help="ROUTER.NAME=VALUE, e.g. sglang.cache_threshold=0.5 (repeatable; docs/fleet.md).",
+    ),
+]
+CharsPerTokenOpt = Annotated[
+    int,
+    typer.Option(
+        "--chars-per-token",
+        help="With --replicas on hash-id traces: characters per token of the routers' text view.",
+    ),
+]

@@ -15,11 +15,15 @@ from pcache.cli.options import (
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
     CacheSaltOpt,
+    CharsPerTokenOpt,
     ColumnOpt,
     DateOpt,
     FormatOpt,
     HashAlgoOpt,
     ReplayBlockSizeOpt,
+    ReplicasOpt,
+    RouterOpt,
+    RouterParamOpt,
     TokenizerOpt,
     check_text_or_json,
 )
@@ -174,41 +178,16 @@ def replay_command(
         int,
         typer.Option("--sweep-points", help="Cache sizes in the sweep."),
     ] = 8,
-    replicas: Annotated[
-        str | None,
-        typer.Option(
-            "--replicas",
-            help="--simulate: replicas behind a router, each with its own --cache-blocks pool;"
-            " a list (1,2,4,8) sweeps.",
-        ),
-    ] = None,
-    router: Annotated[
-        str,
-        typer.Option(
-            "--router",
-            help="With --replicas: round-robin, random, least-load, session, prefix-hash,"
-            " sglang, llm-d, dynamo or precise; a list compares them.",
-        ),
-    ] = "round-robin",
-    router_param: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--router-param",
-            help="ROUTER.NAME=VALUE, e.g. sglang.cache_threshold=0.5 (repeatable; docs/fleet.md).",
-        ),
-    ] = None,
-    chars_per_token: Annotated[
-        int,
-        typer.Option(
-            "--chars-per-token",
-            help="With --replicas on hash-id traces: characters per token of the routers'"
-            " text view.",
-        ),
-    ] = DEFAULT_CHARS_PER_TOKEN,
+    replicas: ReplicasOpt = None,
+    router: RouterOpt = "round-robin",
+    router_param: RouterParamOpt = None,
+    chars_per_token: CharsPerTokenOpt = DEFAULT_CHARS_PER_TOKEN,
     plot: Annotated[
         str | None,
         typer.Option(
-            "--plot", help="PNG: the sweep's chart, or --engine's TTFT CDFs (cache on, off)."
+            "--plot",
+            help="PNG: the capacity sweep's or the --replicas/--router grid's chart, or"
+            " --engine's TTFT CDFs (cache on, off).",
         ),
     ] = None,
     output: Annotated[
@@ -363,25 +342,9 @@ def _mode(**chosen: bool | str | None) -> str:
 
 def _fleet(replicas: str | None, router: str, params: list[str] | None, chars_per_token: int):
     """The `FleetOptions` of `--replicas`, `--router`, `--router-param`, or None."""
-    from pcache.errors import UsageError
+    from pcache.replayer.fleet_options import fleet_from_flags
 
-    if replicas is None:
-        if router != "round-robin" or params or chars_per_token != DEFAULT_CHARS_PER_TOKEN:
-            raise UsageError("--router, --router-param and --chars-per-token need --replicas")
-        return None
-    from pcache.replayer.fleet_options import (
-        FleetOptions,
-        parse_list,
-        parse_replicas,
-        parse_router_params,
-    )
-
-    return FleetOptions(
-        replicas=parse_replicas(replicas),
-        routers=tuple(dict.fromkeys(parse_list("--router", router))),
-        router_params=parse_router_params(params),
-        chars_per_token=chars_per_token,
-    )
+    return fleet_from_flags(replicas, router, params, chars_per_token)
 
 
 def _ttft(overhead_ms: float | None, ms_per_token: float | None, ms_per_pair: float | None):

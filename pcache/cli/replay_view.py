@@ -49,10 +49,10 @@ def write_per_request(path: str, report: ReplayReport) -> None:
 
 
 def plot_sweep(path: str, reports: list[ReplayReport]) -> None:
-    """The sweep's chart (PNG)."""
-    from pcache.replayer.plots import sweep_png
+    """The capacity sweep's or the fleet grid's chart (PNG)."""
+    from pcache.replayer.plots import fleet_grid_png, sweep_png
 
-    _write(path, sweep_png(reports))
+    _write(path, fleet_grid_png(reports) if reports[0].fleet is not None else sweep_png(reports))
 
 
 def plot_ttft_cdfs(path: str, report: ReplayReport) -> None:
@@ -198,17 +198,17 @@ def _render_fleet_grid(result: ReplayResult) -> None:
     )
     for name in ("router", "N", "hit rate", "imbalance", "misrouted", "tokens lost", "TTFT p50"):
         table.add_column(name, justify="left" if name == "router" else "right")
-    for report in result.reports:
-        fleet = report.fleet.to_dict()
-        imbalance, precision = fleet["load_imbalance"], fleet["router_precision"]
+    from pcache.replayer.fleet_report import grid_rows
+
+    for row in grid_rows(result.reports):
         table.add_row(
-            fleet["router"],
-            str(fleet["num_replicas"]),
-            f"{report.token_hit_rate:.1%}",
-            f"{imbalance['requests']:.2f}/{imbalance['prompt_tokens']:.2f}",
-            f"{precision['misrouted_share']:.1%}",
-            f"{precision['misrouted_tokens']:,}",
-            f"{report.ttft_ms['p50']:.1f}",
+            row.router,
+            str(row.num_replicas),
+            f"{row.token_hit_rate:.1%}",
+            f"{row.request_imbalance:.2f}/{row.token_imbalance:.2f}",
+            f"{row.misrouted_share:.1%}",
+            f"{row.misrouted_tokens:,}",
+            f"{row.ttft_p50_ms:.1f}",
         )
     table.caption = (
         "N: replicas; imbalance: max/mean requests and prompt tokens per replica; misrouted:"

@@ -10,13 +10,18 @@ import typer
 
 from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
+    DEFAULT_CHARS_PER_TOKEN,
     DEFAULT_DATE,
     DEFAULT_MODEL,
     DEFAULT_TOKENIZER,
     BlockSizeOpt,
+    CharsPerTokenOpt,
     ColumnOpt,
     DateOpt,
     JobsOpt,
+    ReplicasOpt,
+    RouterOpt,
+    RouterParamOpt,
     VerboseOpt,
     say_encoder,
 )
@@ -74,6 +79,10 @@ def report_command(
         str, typer.Option("--format", "-f", help="html (the page) or json (the data behind it).")
     ] = "html",
     jobs: JobsOpt = None,
+    replicas: ReplicasOpt = None,
+    router: RouterOpt = "round-robin",
+    router_param: RouterParamOpt = None,
+    chars_per_token: CharsPerTokenOpt = DEFAULT_CHARS_PER_TOKEN,
     verbose: VerboseOpt = False,
 ) -> None:
     """Write one HTML page (everything inline, opens offline) of what breaks the cache.
@@ -84,6 +93,7 @@ def report_command(
     from pcache.errors import UsageError
     from pcache.files import check_writable, write_atomically
     from pcache.pipeline import Settings, validate_date
+    from pcache.replayer.fleet_options import fleet_from_flags
     from pcache.report.build import ReportOptions, build_report, check_inputs
 
     if format not in FORMATS:
@@ -93,6 +103,7 @@ def report_command(
 
         paths = find_inputs(list(paths), column).files
     check_inputs(paths)
+    fleet = fleet_from_flags(replicas, router, router_param, chars_per_token)
     to_stdout = format == "json" and output == "-"
     if output == "-" and not to_stdout:
         raise UsageError("--format html writes a file: give -o report.html")
@@ -113,6 +124,7 @@ def report_command(
         ),
         model=model,
         sweep_points=sweep_points,
+        fleet=fleet,
     )
     if sys.stderr.isatty():
         with stderr.status("pcache report") as status:

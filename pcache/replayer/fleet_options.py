@@ -8,6 +8,8 @@ from pcache.errors import UsageError
 from pcache.replayer.routers import build_parameters, parse_parameters, router_module
 from pcache.replayer.routers.request import DEFAULT_CHARS_PER_TOKEN
 
+DEFAULT_ROUTER = "round-robin"
+
 MAX_REPLICAS = 4096
 FLEET_POLICIES = ("vllm", "radix")
 
@@ -70,3 +72,23 @@ class FleetOptions:
     @property
     def is_grid(self) -> bool:
         return len(self.replicas) * len(self.routers) > 1
+
+
+def fleet_from_flags(
+    replicas: str | None,
+    router: str = DEFAULT_ROUTER,
+    params: list[str] | None = None,
+    chars_per_token: int = DEFAULT_CHARS_PER_TOKEN,
+) -> FleetOptions | None:
+    """The `FleetOptions` of `--replicas`, `--router`, `--router-param`, `--chars-per-token`
+    as given on a command line (`replay`, `report`); None without `--replicas`."""
+    if replicas is None:
+        if router != DEFAULT_ROUTER or params or chars_per_token != DEFAULT_CHARS_PER_TOKEN:
+            raise UsageError("--router, --router-param and --chars-per-token need --replicas")
+        return None
+    return FleetOptions(
+        replicas=parse_replicas(replicas),
+        routers=tuple(dict.fromkeys(parse_list("--router", router))),
+        router_params=parse_router_params(params),
+        chars_per_token=chars_per_token,
+    )

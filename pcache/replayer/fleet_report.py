@@ -11,7 +11,10 @@ replica's cached tokens minus the chosen one's (the reuse routing left on the ta
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pcache.replayer.report import ReplayReport
 
 
 @dataclass(slots=True)
@@ -69,3 +72,50 @@ class FleetSummary:
                 "best_hit_tokens": self.best_hit_tokens,
             },
         }
+
+
+@dataclass(frozen=True, slots=True)
+class GridRow:
+    """One (router, replica count) of a fleet grid, as its text table, chart and page show it."""
+
+    router: str
+    num_replicas: int
+    token_hit_rate: float
+    request_imbalance: float
+    token_imbalance: float
+    misrouted_share: float
+    misrouted_tokens: int
+    ttft_p50_ms: float
+    ttft_p90_ms: float
+
+
+def grid_rows(reports: list[ReplayReport]) -> list[GridRow]:
+    """The rows of a fleet grid (`run_fleet`'s reports, routers outermost), from the same
+    `FleetSummary.to_dict` as the JSON."""
+    rows = []
+    for report in reports:
+        assert report.fleet is not None, "not a fleet replay"
+        fleet = report.fleet.to_dict()
+        imbalance, precision = fleet["load_imbalance"], fleet["router_precision"]
+        rows.append(
+            GridRow(
+                fleet["router"],
+                fleet["num_replicas"],
+                report.token_hit_rate,
+                imbalance["requests"],
+                imbalance["prompt_tokens"],
+                precision["misrouted_share"],
+                precision["misrouted_tokens"],
+                report.ttft_ms["p50"],
+                report.ttft_ms["p90"],
+            )
+        )
+    return rows
+
+
+def by_router(rows: list[GridRow]) -> dict[str, list[GridRow]]:
+    """The grid's rows per router, each in replica-count order (one line of the chart each)."""
+    lines: dict[str, list[GridRow]] = {}
+    for row in rows:
+        lines.setdefault(row.router, []).append(row)
+    return {name: sorted(line, key=lambda row: row.num_replicas) for name, line in lines.items()}

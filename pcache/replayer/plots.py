@@ -35,3 +35,27 @@ def ttft_cdfs_png(report: ReplayReport) -> bytes:
     measurement = report.measurement
     title = report.source if measurement is None else f"{report.source}: {measurement.model}"
     return charts.png(figure, f"{title}, {report.concurrency}")
+
+
+def grid_points(reports: list[ReplayReport]) -> dict[str, list[tuple[int, float, float, float]]]:
+    """A fleet grid's chart points per router: (replicas, hit rate, imbalance, misrouted)."""
+    from pcache.replayer.fleet_report import by_router, grid_rows
+
+    return {
+        router: [
+            (row.num_replicas, row.token_hit_rate, row.request_imbalance, row.misrouted_share)
+            for row in line
+        ]
+        for router, line in by_router(grid_rows(reports)).items()
+    }
+
+
+def fleet_grid_png(reports: list[ReplayReport]) -> bytes:
+    """A fleet grid (`--replicas 1,2,4,8 --router a,b`): hit rate, imbalance and misrouted
+    share against the replica count, one line per router."""
+    from pcache.report import charts
+
+    first = reports[0]
+    capacity = "unlimited" if first.capacity_blocks is None else f"{first.capacity_blocks:,}"
+    title = f"{first.source}: {first.policy}, {first.concurrency}, {capacity} blocks per replica"
+    return charts.png(charts.fleet_figure(grid_points(reports)), title)

@@ -88,8 +88,8 @@ class SimulateOptions(ReplayOptions):
             )
 
     def check_plot(self) -> None:
-        if not self.capacity_sweep:
-            raise UsageError("--plot needs --capacity-sweep (or --engine)")
+        if not self.capacity_sweep and self.fleet is None:
+            raise UsageError("--plot needs --capacity-sweep or --replicas (or --engine)")
 
     def simulation_options(self, kv_bytes_per_token: int) -> SimulationOptions:
         """What the simulator runs with, for a model of `kv_bytes_per_token`."""

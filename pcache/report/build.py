@@ -21,6 +21,7 @@ from pcache.errors import InputError, UsageError
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings, WithSettings
 from pcache.prompt.render import resolve_renderer
+from pcache.replayer.fleet_options import FleetOptions
 from pcache.replayer.report import ReplayReport
 from pcache.report.causes import BranchPoint, Origin, branch_points, explain_branch_points
 from pcache.report.outcomes import ReplayFile, read_replay_file
@@ -49,6 +50,8 @@ class ReportOptions(WithSettings):
     labelled_branches: int = 12
     max_findings: int = 2000
     """Findings listed in the page's table (all are counted in the chart and the summary)."""
+    fleet: FleetOptions | None = None
+    """`--replicas`, `--router`: the log also replayed over a fleet grid (unlimited pools)."""
 
 
 @dataclass(slots=True)
@@ -98,6 +101,8 @@ class Report:
     replay_files: list[ReplayFile]
     skipped: list[str]
     max_findings: int
+    fleet: list[ReplayReport] = field(default_factory=list)
+    """The fleet grid (`--replicas`, `--router`): one report per router and replica count."""
 
     def to_dict(self) -> dict[str, Any]:
         lint = None
@@ -124,6 +129,7 @@ class Report:
                 for item in self.replay_files
             ],
             "skipped": self.skipped,
+            "fleet": [report.to_dict() for report in self.fleet],
         }
 
 
@@ -171,6 +177,13 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     if replay.evicted_blocks:
         replay = swept.unlimited
 
+    fleet = []
+    if options.fleet is not None:
+        from pcache.replayer.fleet import run_fleet
+
+        stage("replaying over the fleet")
+        fleet = run_fleet(trace, replace(simulation, cache_blocks=None), options.fleet)
+
     stage("growing the prefix tree")
     tree = _tree(trace, origins if not hashed else None, settings, options)
     return Report(
@@ -193,6 +206,7 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
         replay_files=replay_files,
         skipped=trace.skipped,
         max_findings=options.max_findings,
+        fleet=fleet,
     )
 
 

@@ -172,10 +172,63 @@ def ttft_figure(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]):
     return figure
 
 
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h")
+
+
+def fleet_figure(lines: dict[str, Sequence[tuple[int, float, float, float]]]):
+    """A fleet grid: token hit rate, requests max/mean and the misrouted share against the
+    replica count, one line per router ((replicas, hit rate, imbalance, misrouted) points).
+    Lines differ in marker and dash as well as colour (readable without colour)."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 3, figsize=(WIDTH_IN, 3.6))
+    counts = sorted({point[0] for line in lines.values() for point in line})
+    panels = (
+        (1, "token hit rate", (0, 1)),
+        (2, "load imbalance (requests max / mean)", None),
+        (3, "misrouted requests (share)", (0, 1)),
+    )
+    for number, (name, line) in enumerate(lines.items()):
+        for panel, (column, _, _) in zip(axes, panels, strict=True):
+            panel.plot(
+                [point[0] for point in line],
+                [point[column] for point in line],
+                marker=MARKERS[number % len(MARKERS)],
+                linestyle=LINE_STYLES[number % len(LINE_STYLES)],
+                label=name,
+            )
+    for panel, (_, label, limits) in zip(axes, panels, strict=True):
+        if len(counts) > 1:
+            panel.set_xscale("log", base=2)
+        panel.set_xticks(counts, [str(count) for count in counts])
+        panel.xaxis.set_minor_formatter(_ticker().NullFormatter())
+        panel.set_xlabel("replicas")
+        panel.set_title(label, fontsize=10)
+        if limits is not None:
+            panel.set_ylim(*limits)
+        else:
+            panel.set_ylim(bottom=0)
+    axes[0].legend(loc="best", frameon=False, fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def fleet_chart(lines: dict[str, Sequence[tuple[int, float, float, float]]]) -> str:
+    """`fleet_figure` as inline SVG."""
+    return _svg(
+        fleet_figure(lines),
+        "Token hit rate, load imbalance and misrouted share against replicas, per router;"
+        " the table below lists the same figures.",
+    )
+
+
 def png(figure, title: str | None = None) -> bytes:
     """A figure as PNG (`pcache replay --plot`), titled if `title` is given."""
     plt = _pyplot()
-    if title:
+    if title and len(figure.axes) > 2:  # panels have titles of their own
+        figure.suptitle(title, fontsize=10)
+        figure.tight_layout()
+    elif title:
         figure.axes[0].set_title(title)
         figure.tight_layout()
     buffer = io.BytesIO()

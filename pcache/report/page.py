@@ -64,6 +64,8 @@ def context(report: Report, command: str) -> dict[str, Any]:
         "ttft": _ttft_rows(report),
         "ttft_chart": _ttft_chart(report),
         "timeline_chart": _timeline_chart(report),
+        "fleet": _fleet_rows(report),
+        "fleet_chart": _fleet_chart(report),
         "if_fixed_assumes": _if_fixed_assumes(lint),
         "observed": _observed(lint),
         "observed_assumes": AGREEMENT[0].upper() + AGREEMENT[1:],
@@ -255,3 +257,20 @@ def _timeline_chart(report: Report) -> str | None:
     per = "request" if size == 1 else f"request (mean of {size})"
     label = "arrival time (s)" if timed else f"{per} in arrival order"
     return charts.timeline(x, cached, uncached, label)
+
+
+def _fleet_rows(report: Report):
+    """The fleet grid's rows (`pcache.replayer.fleet_report.GridRow`), as the text table's."""
+    if not report.fleet:
+        return []
+    from pcache.replayer.fleet_report import grid_rows
+
+    return grid_rows(report.fleet)
+
+
+def _fleet_chart(report: Report) -> str | None:
+    if not report.fleet:
+        return None
+    from pcache.replayer.plots import grid_points
+
+    return charts.fleet_chart(grid_points(report.fleet))
