@@ -117,3 +117,24 @@ def test_token_requests_wait_for_the_prefill_too(options):
 def test_publish_blocks_is_checked(cli):
     result = cli("replay", "samples/traces/mooncake_tiny.jsonl", "--publish-blocks", "never")
     assert result.exit_code == 2 and "--publish-blocks must be" in result.output
+
+
+@pools
+def test_one_prefill_slot_serialises_prefills_so_each_sees_the_last(options):
+    # --prefill-slots 1: B (at 50) waits for A's prefill (ends 102.4) and hits it; C (150)
+    # waits for B's (ends 153.6); D (160) finds the slot free; E (210) waits for D's (211.2)
+    one_slot = replace(options, prefill_slots=1)
+    report = simulate(hash_trace(ROWS), one_slot, keep_requests=True)
+    assert [row.cached_tokens for row in report.per_request] == [0, 1024, 1024, 1536, 2048]
+    expected = [102.4, 52.4 + 51.2, 3.6, 51.2, 1.2]
+    assert [row.ttft_ms for row in report.per_request] == pytest.approx(expected, abs=1e-3)
+    # two slots: B starts at once and misses; C, D, E as without a limit
+    two = simulate(hash_trace(ROWS), replace(options, prefill_slots=2), keep_requests=True)
+    assert [row.cached_tokens for row in two.per_request] == [0, 0, 1024, 1024, 1536]
+    fleet = simulate_fleet(hash_trace(ROWS), one_slot, 1, "round-robin")
+    assert fleet.hit_tokens == report.hit_tokens
+
+
+def test_prefill_slots_are_checked(cli):
+    result = cli("replay", "samples/traces/mooncake_tiny.jsonl", "--prefill-slots", "0")
+    assert result.exit_code == 2 and "--prefill-slots" in result.output

@@ -91,6 +91,14 @@ def replay_command(
             " from the end of its prefill (prefilled, SGLang). Default: the --policy's engine.",
         ),
     ] = None,
+    prefill_slots: Annotated[
+        int | None,
+        typer.Option(
+            "--prefill-slots",
+            help="Timed: at most N prefills at once per engine; the others wait their turn"
+            " (default: no limit).",
+        ),
+    ] = None,
     decode_rate: Annotated[
         float,
         typer.Option(
@@ -265,6 +273,7 @@ def replay_command(
         concurrency=concurrency,
         decode_rate=decode_rate,
         publish_blocks=publish_blocks,
+        prefill_slots=prefill_slots,
         ttft=_ttft(ttft_overhead_ms, ttft_ms_per_token, ttft_ms_per_pair),
         calibration=calibration,
         capacity_sweep=capacity_sweep,

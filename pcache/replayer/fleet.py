@@ -16,7 +16,8 @@ flight. A request's blocks become hits on its replica when the simulator's timed
 vllm policy's default) or when its prefill ends (`prefilled`, SGLang's, the radix policy's):
 then a request arriving while a request with the same prefix is still prefilling on that
 replica hits only what was published before its own prefill starts, and the pools the router
-probes hold only published blocks.
+probes hold only published blocks. `prefill_slots` bounds the prefills running at once on
+each replica, as in the simulator.
 
 Each replica's pool sees exactly the requests routed to it, in order, so its statistics are
 those of a single-pool replay of that sub-trace.
@@ -40,6 +41,7 @@ from pcache.replayer.fleet_options import FLEET_POLICIES, FleetOptions
 from pcache.replayer.fleet_report import FleetSummary, ReplicaStats
 from pcache.replayer.policies import (
     CapacityTooSmall,
+    PrefillSlots,
     RadixPolicy,
     VllmPolicy,
     admit_waiting,
@@ -164,6 +166,7 @@ def _simulate_fleet(
     timed = options.concurrency == "timed"
     running: list[list] = [[] for _ in range(num_replicas)]
     prefilling: list[list] = [[] for _ in range(num_replicas)]  # deferred blocks per replica
+    slots = [PrefillSlots(options.prefill_slots) for _ in range(num_replicas)]
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
     decode_ms_per_token = 1000.0 / options.decode_tokens_per_s
@@ -185,8 +188,9 @@ def _simulate_fleet(
         pool = pools[chosen]
         try:
             if timed:
+                begin = slots[chosen].begin(now)
                 admission, start, freed = admit_waiting(
-                    pool, running[chosen], record, now, block_size, prefilling[chosen]
+                    pool, running[chosen], record, begin, block_size, prefilling[chosen]
                 )
                 state.active_blocks[chosen] -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
@@ -217,6 +221,7 @@ def _simulate_fleet(
             finish = start + prefill + record.output_length * decode_ms_per_token
             blocks = cdiv(num_tokens, block_size)
             heapq.heappush(running[chosen], (finish, position, admission, blocks))
+            slots[chosen].occupy(start + prefill)
             if admission.unpublished is not None:
                 heapq.heappush(prefilling[chosen], (start + prefill, position, admission))
             state.in_flight[chosen] = len(running[chosen])

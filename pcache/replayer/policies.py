@@ -98,6 +98,32 @@ def release_finished(policy, running: list, now: float) -> int:
     return freed
 
 
+class PrefillSlots:
+    """At most `count` prefills running at once on one engine (None: no limit): a request's
+    prefill starts at its arrival or when the earliest running prefill ends, first come
+    first served."""
+
+    def __init__(self, count: int | None):
+        assert count is None or count >= 1
+        self.count = count
+        self.ends: list[float] = []  # heap of the running prefills' end times
+
+    def begin(self, now: float) -> float:
+        """When a prefill arriving at `now` starts; `occupy` must follow with its end."""
+        ends = self.ends
+        if self.count is None:
+            return now
+        while ends and ends[0] <= now:
+            heapq.heappop(ends)
+        if len(ends) < self.count:
+            return now
+        return max(now, heapq.heappop(ends))
+
+    def occupy(self, end: float) -> None:
+        if self.count is not None:
+            heapq.heappush(self.ends, end)
+
+
 def admit_waiting(
     policy,
     running: list,

@@ -7,7 +7,10 @@ Semantics:
   enough running requests finished to make room (running requests are released in order of
   their finish time); it runs for its predicted prefill time plus
   `output_length / decode_tokens_per_s`, and its TTFT includes the wait. Running requests
-  hold blocks and compete for capacity; there is no batching slowdown.
+  hold blocks and compete for capacity; there is no batching slowdown. `prefill_slots`
+  (`--prefill-slots N`) lets at most N prefills run at once (a request's prefill, and its
+  prefix lookup, wait for a slot, first come first served; its TTFT includes the wait);
+  None (default): every prefill starts when its request is admitted.
   When a request's blocks become hits for other requests is each engine's own rule
   (`publish_blocks`, `--publish-blocks`; the default follows the policy):
   - `scheduled` (vllm): from its admission. vLLM publishes a step's full blocks when it
@@ -44,6 +47,7 @@ from pcache.replayer.calibration_used import CalibrationUsed
 from pcache.replayer.policies import (
     Admission,
     CapacityTooSmall,
+    PrefillSlots,
     ProviderPolicy,
     RadixPolicy,
     VllmPolicy,
@@ -84,8 +88,12 @@ class SimulationOptions:
     """The calibration file `ttft` was read from (None: defaults or coefficients given)."""
     publish_blocks: str | None = None
     """Timed: `scheduled` or `prefilled` (None: the policy's engine, `ENGINE_PUBLISH`)."""
+    prefill_slots: int | None = None
+    """Timed: at most this many prefills at once per engine (None: no limit)."""
 
     def __post_init__(self) -> None:
+        if self.prefill_slots is not None and self.prefill_slots < 1:
+            raise UsageError(f"--prefill-slots must be at least 1, got {self.prefill_slots}")
         if self.publish_blocks is not None and self.publish_blocks not in PUBLISH_BLOCKS:
             raise UsageError(
                 f"--publish-blocks must be scheduled or prefilled, got {self.publish_blocks!r}"
@@ -199,6 +207,7 @@ def _simulate(
     serve = policy.serve
     running: list[tuple[float, int, Admission, int]] = []
     prefilling: list[tuple[float, int, Admission]] = []  # deferred blocks, by prefill end
+    slots = PrefillSlots(options.prefill_slots)
     logical_blocks = peak_shared = 0  # block-table entries of running requests
     referenced = getattr(policy, "referenced_blocks", None)
     outcomes: list[RequestOutcome] = []
@@ -213,7 +222,7 @@ def _simulate(
                 publish_prefilled(prefilling, now)
                 logical_blocks -= release_finished(policy, running, now)
                 admission, start, freed = admit_waiting(
-                    policy, running, record, now, block_size, prefilling
+                    policy, running, record, slots.begin(now), block_size, prefilling
                 )
                 logical_blocks -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
@@ -234,6 +243,7 @@ def _simulate(
             finish = start + prefill + record.output_length * decode_ms_per_token
             table = cdiv(record.input_length, block_size)
             heapq.heappush(running, (finish, position, admission, table))
+            slots.occupy(start + prefill)
             if admission.unpublished is not None:
                 heapq.heappush(prefilling, (start + prefill, position, admission))
             logical_blocks += table

@@ -56,12 +56,16 @@ class SimulateOptions(ReplayOptions):
     publish_blocks: str | None = None
     """Timed: a request's blocks are hits from its admission (`scheduled`, vLLM) or from the
     end of its prefill (`prefilled`, SGLang); None: the policy's engine."""
+    prefill_slots: int | None = None
+    """Timed: at most this many prefills at once per engine (None: no limit)."""
 
     def __post_init__(self) -> None:
         ReplayOptions.__post_init__(self)
         if self.policy not in POLICIES:
             raise UsageError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         check_concurrency(self.concurrency)
+        if self.prefill_slots is not None:
+            check_number("--prefill-slots", self.prefill_slots, minimum=1)
         if self.publish_blocks is not None and self.publish_blocks not in PUBLISH_BLOCKS:
             raise UsageError(
                 f"--publish-blocks must be scheduled or prefilled, got {self.publish_blocks!r}"
@@ -103,4 +107,5 @@ class SimulateOptions(ReplayOptions):
             kv_bytes_per_token=kv_bytes_per_token,
             hash_algo=self.settings.hash_algo,
             publish_blocks=self.publish_blocks,
+            prefill_slots=self.prefill_slots,
         )
