@@ -8,7 +8,7 @@ Workloads:
   prompts shuffled (seeded) and all sent at once. Written as a hash-id trace of 16-token
   blocks: 128 blocks of system prompt shared by a group, 8 of question of its own.
 - the two Mooncake traces (`conversation_trace.jsonl`, `synthetic_trace.jsonl`, 512-token
-  blocks) from `--traces` (default: ../shared/traces/mooncake when present, else the
+  blocks) from `--traces` (default: the project's shared/traces/mooncake when present, else the
   600-line heads in tests/data/mooncake).
 
 Modes: `serial` (each request finishes before the next: no load, no request in flight),
@@ -45,7 +45,14 @@ from pcache.replayer.simulate import SimulationOptions, simulate  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
 from pcache.traces.record import Trace, TraceRecord  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "traces" / "mooncake"
+SHARED = next(
+    (
+        folder / "shared" / "traces" / "mooncake"
+        for folder in (ROOT.parent, ROOT.parent.parent)
+        if (folder / "shared" / "traces" / "mooncake").is_dir()
+    ),
+    ROOT.parent / "shared" / "traces" / "mooncake",
+)
 HEADS = ROOT / "tests" / "data" / "mooncake"
 SLOTS_SWEEP = (1, 2, 4, 8, 16, 32, 64)
 SWEPT_ROUTERS = ("round-robin", "sglang", "precise")
