@@ -12,12 +12,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pcache.cache.hashing import HashSettings
 from pcache.replayer.fleet import simulate_fleet
 from pcache.replayer.simulate import SimulationOptions, simulate
 from pcache.replayer.ttft import TtftModel
 from pcache.traces.record import Trace, TraceRecord
+from tests.test_fleet import traces
 
 BLOCK = 512
 MODEL = TtftModel(0.0, 0.1, 0.0)
@@ -138,3 +141,20 @@ def test_one_prefill_slot_serialises_prefills_so_each_sees_the_last(options):
 def test_prefill_slots_are_checked(cli):
     result = cli("replay", "samples/traces/mooncake_tiny.jsonl", "--prefill-slots", "0")
     assert result.exit_code == 2 and "--prefill-slots" in result.output
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    trace=traces(), policy=st.sampled_from(["vllm", "radix"]), slots=st.sampled_from([None, 1, 3])
+)
+def test_publishing_at_the_prefills_end_never_hits_more_than_at_admission(trace, policy, slots):
+    """Unlimited cache: nothing evicts and nothing waits, so what is published by each
+    prefill's start under `prefilled` is a subset of what `scheduled` has published; with one
+    slot, each prefill ends before the next starts and the two agree."""
+    options = SimulationOptions(policy=policy, concurrency="timed", prefill_slots=slots)
+    early = simulate(trace, replace(options, publish_blocks="scheduled"), keep_requests=True)
+    late = simulate(trace, replace(options, publish_blocks="prefilled"), keep_requests=True)
+    pairs = zip(late.per_request, early.per_request, strict=True)
+    assert all(row.cached_tokens <= other.cached_tokens for row, other in pairs)
+    if slots == 1:
+        assert late.hit_tokens == early.hit_tokens
