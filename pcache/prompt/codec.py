@@ -187,6 +187,13 @@ class ChatMLRenderer:
         """What the codec's tokenizer puts around a text prompt (`encode_text_prompt`)."""
         return self.codec.prompt_tokens
 
+    @property
+    def encoder_path(self) -> str:
+        """Which library encodes the text (`--verbose`)."""
+        codec = self.codec
+        library = "tokenizers" if codec.tokenizer is not None else codec.encoding_name
+        return f"ChatML layout over {library}"
+
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
         return chatml_text(request, options)
 
