@@ -118,7 +118,8 @@ def test_token_requests_wait_for_the_prefill_too(options):
 
 
 def test_publish_blocks_is_checked(cli):
-    result = cli("replay", "samples/traces/mooncake_tiny.jsonl", "--publish-blocks", "never")
+    trace = "samples/traces/mooncake_tiny.jsonl"
+    result = cli("replay", trace, "--concurrency", "timed", "--publish-blocks", "never")
     assert result.exit_code == 2 and "--publish-blocks must be" in result.output
 
 
@@ -139,8 +140,12 @@ def test_one_prefill_slot_serialises_prefills_so_each_sees_the_last(options):
 
 
 def test_prefill_slots_are_checked(cli):
-    result = cli("replay", "samples/traces/mooncake_tiny.jsonl", "--prefill-slots", "0")
-    assert result.exit_code == 2 and "--prefill-slots" in result.output
+    trace = "samples/traces/mooncake_tiny.jsonl"
+    result = cli("replay", trace, "--concurrency", "timed", "--prefill-slots", "0")
+    assert result.exit_code == 2 and "--prefill-slots must be" in result.output
+    for flag, value in (("--prefill-slots", "2"), ("--publish-blocks", "prefilled")):
+        serial = cli("replay", trace, flag, value)
+        assert serial.exit_code == 2 and "apply to --concurrency timed" in serial.output
 
 
 @settings(max_examples=60, deadline=None)
@@ -158,3 +163,24 @@ def test_publishing_at_the_prefills_end_never_hits_more_than_at_admission(trace,
     assert all(row.cached_tokens <= other.cached_tokens for row, other in pairs)
     if slots == 1:
         assert late.hit_tokens == early.hit_tokens
+
+
+def test_the_router_study_workload_has_the_benchmarks_shape_and_ceilings():
+    """bench/router_study.py's generated-shared-prefix workload: 64 x 16 prompts of 2,048 +
+    128 tokens, 256 output tokens, all at time 0; one instance reuses 15/16 x 2,048/2,176 of
+    the prompt tokens, and so does an affinity router over 8 replicas."""
+    from bench.router_study import generated_shared_prefix
+
+    trace = generated_shared_prefix()
+    records = trace.records
+    assert len(records) == 64 * 16 and {r.timestamp_ms for r in records} == {0.0}
+    assert {(r.input_length, r.output_length, len(r.hash_ids)) for r in records} == {
+        (2176, 256, 136)
+    }
+    assert len({r.hash_ids[0] for r in records}) == 64
+    ceiling = simulate(trace, SimulationOptions()).hit_tokens
+    assert ceiling == 64 * 15 * 2048
+    assert simulate_fleet(trace, SimulationOptions(), 8, "precise").hit_tokens == ceiling
+    # all sent at once, SGLang's rule, every prefill at once: nothing is published in time
+    at_once = SimulationOptions(concurrency="timed", publish_blocks="prefilled")
+    assert simulate_fleet(trace, at_once, 8, "precise").hit_tokens == 0

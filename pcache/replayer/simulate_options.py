@@ -66,6 +66,9 @@ class SimulateOptions(ReplayOptions):
         check_concurrency(self.concurrency)
         if self.prefill_slots is not None:
             check_number("--prefill-slots", self.prefill_slots, minimum=1)
+        timed_only = (self.publish_blocks, self.prefill_slots)
+        if self.concurrency != "timed" and any(value is not None for value in timed_only):
+            raise UsageError("--publish-blocks and --prefill-slots apply to --concurrency timed")
         if self.publish_blocks is not None and self.publish_blocks not in PUBLISH_BLOCKS:
             raise UsageError(
                 f"--publish-blocks must be scheduled or prefilled, got {self.publish_blocks!r}"
