@@ -179,7 +179,7 @@ def replay_command(
         typer.Option(
             "--router",
             help="With --replicas: round-robin, random, least-load, session, prefix-hash,"
-            " sglang, llm-d, dynamo or precise; a list compares them.",
+            " sglang, llm-d, ray, dynamo or precise; a list compares them.",
         ),
     ] = "round-robin",
     router_param: Annotated[

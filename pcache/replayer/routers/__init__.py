@@ -10,6 +10,7 @@ and `router.parameter=value` settings (`--router-param`).
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
@@ -27,6 +28,7 @@ ROUTERS = {
     "precise": "precise",
     "dynamo": "dynamo",
     "llm-d": "llm_d",
+    "ray": "ray_prefix",
 }
 """Router name -> module under `pcache.replayer.routers`."""
 
@@ -38,8 +40,17 @@ def router_module(name: str):
     return importlib.import_module(f"pcache.replayer.routers.{module}")
 
 
+BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 def _convert(text: str, kind: Any, flag: str) -> Any:
-    kind = kind if isinstance(kind, type) else {"int": int, "float": float}.get(kind, str)
+    kinds = {"int": int, "float": float, "bool": bool}
+    kind = kind if isinstance(kind, type) else kinds.get(kind, str)
+    if kind is bool:
+        value = BOOLEANS.get(text.lower())
+        if value is None:
+            raise UsageError(f"--router-param {flag}: expected true or false, got {text!r}")
+        return value
     try:
         if kind is int:
             return int(text)
@@ -70,8 +81,8 @@ def parse_parameters(settings: Mapping[str, str], routers: list[str]) -> dict[st
 
 def build_parameters(name: str, values: Mapping[str, Any] | None = None):
     """Router `name`'s `Parameters` with `values` over its defaults, checked: every number
-    finite, at least its field's `minimum` (default 0), above its `above`, at most its
-    `maximum` (field metadata)."""
+    finite (or +infinity where the field's metadata says `infinite`), at least its field's
+    `minimum` (default 0), above its `above`, at most its `maximum` (field metadata)."""
     module = router_module(name)
     try:
         parameters = module.Parameters(**(values or {}))
@@ -80,6 +91,8 @@ def build_parameters(name: str, values: Mapping[str, Any] | None = None):
     for item in fields(parameters):
         value = getattr(parameters, item.name)
         if isinstance(value, int | float) and not isinstance(value, bool):
+            if value == math.inf and item.metadata.get("infinite"):
+                continue
             check_number(
                 f"--router-param {name}.{item.name}",
                 value,
