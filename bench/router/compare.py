@@ -3,7 +3,7 @@ bench/router/install.sh builds) over two `pcache serve --model tiny` replicas on
 
     PYTHONPATH=. python bench/router/compare.py [--venv DIR] [--requests 64] [--groups 8]
         [--system-chars 256] [--kv-cache-tokens 8192] [--policies cache_aware,round_robin]
-        [--arrivals serial,poisson] [--rate 4] [--format text|json]
+        [--arrivals serial,held,poisson] [--rate 4] [--format text|json]
 
 For each shared-prefix chat trace (two, of different seeds), router policy and arrival mode it
 resets both replicas' prefix caches, starts the router, replays the trace through it
@@ -14,14 +14,20 @@ served from its /metrics; then it predicts the same pass with pcache's fleet sim
 (its ChatML layout over UTF-8 bytes, `prediction_trace`). It prints, per row, the split of
 requests over the replicas and the fleet token hit rate, measured and predicted.
 
-Arrival modes: `serial` sends each request after the previous answer (`--max-concurrency 1`):
-no request is ever in flight when the router looks, so the router's choice is deterministic
-and the prediction must equal the measurement. `poisson` sends the trace's own timestamps,
-drawn as Poisson arrivals at `--rate` requests/s (seeded), with no concurrency limit: the
-router then sees requests in flight; the prediction (`--concurrency timed`, every request's
-TTFT the pass's measured median TTFT and its decode rate the measured median time per output
-token) is reported beside the measurement, not held to it: when a request lands while another
-is in flight depends on latencies the simulator only approximates.
+Arrival modes:
+- `serial` sends each request after the previous answer (`--max-concurrency 1`): no request
+  is in flight when the router looks, so its choice is deterministic, and the prediction
+  (serial) must equal the measurement.
+- `held` (`held_trace`) keeps one long request in flight on the first worker while short
+  ones arrive far apart: the router sees loads 1 and 0 at every choice, also deterministic,
+  and the prediction (timed, pcache's default TTFT model and decode rate, under which the same
+  requests overlap) must equal the measurement too.
+- `poisson` sends the trace's own timestamps, drawn as Poisson arrivals at `--rate`
+  requests/s (seeded), with no concurrency limit: the router sees requests in flight; the
+  prediction (timed, every request's TTFT the pass's measured median TTFT and its decode rate
+  the measured median time per output token) is reported beside the measurement, not held to
+  it: when a request lands while another is in flight depends on latencies the simulator
+  only approximates.
 """
 
 from __future__ import annotations
@@ -76,6 +82,38 @@ def chat_trace(
     return len(lines)
 
 
+HELD_GROUPS = (0, 1, 0, 1, 2, 0)
+"""`held_trace`'s system prompt of each request: the first is held in flight throughout."""
+
+
+HELD_OUTPUT_TOKENS = 1500
+HELD_GAP_MS = 600.0
+
+
+def held_trace(path: Path, seed: int, system_chars: int) -> int:
+    """One long request (`HELD_OUTPUT_TOKENS` output tokens: seconds on pcache serve tiny)
+    and, while it runs, five short ones `HELD_GAP_MS` apart, each done long before the next
+    arrives: when each short one arrives exactly one request (the long one, on the first
+    worker) is in flight."""
+    rng = random.Random(100 + seed)
+    systems = [system_prompt(rng, system_chars) for _ in range(max(HELD_GROUPS) + 1)]
+    lines = []
+    for index, group in enumerate(HELD_GROUPS):
+        question = " ".join(rng.choice(WORDS) for _ in range(12))
+        lines.append(
+            {
+                "timestamp": index * HELD_GAP_MS,
+                "output_length": HELD_OUTPUT_TOKENS if index == 0 else 2,
+                "messages": [
+                    {"role": "system", "content": systems[group]},
+                    {"role": "user", "content": f"{index}: {question}"},
+                ],
+            }
+        )
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return len(lines)
+
+
 def system_prompt(rng: random.Random, chars: int) -> str:
     words: list[str] = []
     while sum(len(word) + 1 for word in words) < chars:
@@ -102,6 +140,11 @@ def prediction_trace(path: Path):
     return Trace(str(path), "requests", None, records)
 
 
+DEFAULT_TIMING = {"ttft_ms": None, "tpot_ms": None}
+"""Timed with pcache's default TTFT model and decode rate (55 ms + 0.05 ms a token, 50 tokens/s):
+the held request lasts 30 s, each short one under 0.1 s."""
+
+
 def predict(path: Path, policy: str, kv_cache_tokens: int, timing: dict | None = None) -> dict:
     """The fleet simulator's split and hit rate for `path` behind `policy` over 2 replicas:
     serial without `timing`; timed with `timing` (`ttft_ms`: every request's TTFT, `tpot_ms`:
@@ -116,7 +159,7 @@ def predict(path: Path, policy: str, kv_cache_tokens: int, timing: dict | None =
         block_size=BLOCK_SIZE,
         concurrency="serial" if timing is None else "timed",
     )
-    if timing is not None:
+    if timing is not None and timing["ttft_ms"] is not None:
         options = replace(
             options,
             ttft=TtftModel(timing["ttft_ms"], 0.0, 0.0),
@@ -245,7 +288,7 @@ def replay_through(url: str, trace: Path, workers: list[str], serial: bool) -> d
         response = httpx.post(f"{worker}/reset_prefix_cache", timeout=10)
         response.raise_for_status()
     command = [sys.executable, "-m", "pcache", "replay", str(trace), "--endpoint", f"{url}/v1"]
-    command += ["--replica-metrics", ",".join(workers), "--format", "json"]
+    command += ["--replica-metrics", ",".join(workers), "--format", "json", "--ignore-eos"]
     if serial:
         command += ["--max-concurrency", "1"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -262,8 +305,11 @@ def compare(args: argparse.Namespace, folder: Path) -> list[dict]:
     for seed in (0, 1):  # two traces: groups in turn (seed 0), groups drawn at random (1)
         for arrival in arrivals:
             path = folder / f"chats_{seed}_{arrival}.jsonl"
-            rate = args.rate if arrival == "poisson" else None
-            chat_trace(path, seed, args.requests, args.groups, args.system_chars, rate)
+            if arrival == "held":
+                held_trace(path, seed, args.system_chars)
+            else:
+                rate = args.rate if arrival == "poisson" else None
+                chat_trace(path, seed, args.requests, args.groups, args.system_chars, rate)
             traces.append((seed, arrival, path))
     with contextlib.ExitStack() as stack:
         workers = [
@@ -276,7 +322,9 @@ def compare(args: argparse.Namespace, folder: Path) -> list[dict]:
                 for seed, arrival, path in traces:
                     serial = arrival == "serial"
                     measure = measured(replay_through(url, path, ordered, serial))
-                    timing = None if serial else measure
+                    timing = measure if arrival == "poisson" else None
+                    if arrival == "held":
+                        timing = DEFAULT_TIMING
                     guess = predict(path, policy, args.kv_cache_tokens, timing)
                     rows.append(
                         {
@@ -320,7 +368,7 @@ def main() -> None:
     parser.add_argument("--system-chars", type=int, default=256)
     parser.add_argument("--kv-cache-tokens", type=int, default=8192)
     parser.add_argument("--policies", default="cache_aware,round_robin")
-    parser.add_argument("--arrivals", default="serial,poisson")
+    parser.add_argument("--arrivals", default="serial,held,poisson")
     parser.add_argument("--rate", type=float, default=4.0, help="poisson: requests/s")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     args = parser.parse_args()
