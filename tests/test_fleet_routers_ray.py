@@ -78,7 +78,7 @@ def test_ray_picks_the_lowest_queue_among_its_candidates():
 
 def test_ray_imbalance_falls_back_to_two_choices():
     trace = records(["abc", "abc", "abc"])
-    # the code's default (infinity) never finds the load imbalanced: the tree keeps "abc" on 0
+    # the code's default (infinity: None) never finds the load imbalanced: "abc" stays on 0
     state = FleetState.empty(2)
     router = make_router("ray", 2)
     assert router.route(request_of(trace[0], 2), state) == 0
@@ -92,6 +92,7 @@ def test_ray_imbalance_falls_back_to_two_choices():
     assert documented.route(request_of(trace[1], 2), state) == 1
     state.in_flight[:] = [5, 0]  # a spread of 5: the tree again, now "abc" is on both
     assert documented.route(request_of(trace[2], 2), state) == 1
+    assert make_router("ray", 2, {"imbalanced_threshold": None}).parameters == router.parameters
 
 
 def test_two_choices_draw_distinct_replicas_from_the_seed():
@@ -163,6 +164,7 @@ def test_ray_replays_a_fleet_from_the_command_line(cli):
         ("ray.do_eviction=maybe", "true or false"),
         ("ray.match_rate_threshold=2", "between 0 and 1"),
         ("ray.imbalanced_threshold=-inf", "finite"),
+        ("ray.imbalanced_threshold=ten", "number"),
         ("ray.eviction_target_chars=500000", "eviction_target_chars"),
     ],
 )
@@ -172,3 +174,23 @@ def test_bad_ray_parameters_fail_in_one_line(cli, setting, message):
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("concurrency", ["serial", "timed"])
+@pytest.mark.parametrize("trace_name", ["mooncake_tiny.jsonl", "shared_prefix.jsonl"])
+def test_every_router_replays_both_modes_with_its_defaults(cli, trace_name, concurrency):
+    from dataclasses import asdict
+
+    from pcache.replayer.routers import ROUTERS, build_parameters
+
+    result = cli(
+        "replay", str(SAMPLES / "traces" / trace_name), "--replicas", "3",
+        "--router", ",".join(ROUTERS), "--concurrency", concurrency, "--format", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    sweep = orjson.loads(result.stdout)["sweep"]
+    assert [entry["router"] for entry in sweep] == list(ROUTERS)
+    for entry in sweep:
+        defaults = orjson.loads(orjson.dumps(asdict(build_parameters(entry["router"]))))
+        assert entry["router_parameters"] == defaults
+        assert sum(row["requests"] for row in entry["replicas"]) == entry["requests"]

@@ -10,7 +10,6 @@ and `router.parameter=value` settings (`--router-param`).
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
@@ -43,7 +42,15 @@ def router_module(name: str):
 BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
+NO_LIMIT = ("none", "inf", "infinity")
+"""Values of an optional limit (a `float | None` parameter) that mean "no limit"."""
+
+
 def _convert(text: str, kind: Any, flag: str) -> Any:
+    if isinstance(kind, str) and kind.endswith(" | None"):
+        if text.lower() in NO_LIMIT:
+            return None
+        kind = kind.removesuffix(" | None")
     kinds = {"int": int, "float": float, "bool": bool}
     kind = kind if isinstance(kind, type) else kinds.get(kind, str)
     if kind is bool:
@@ -81,7 +88,7 @@ def parse_parameters(settings: Mapping[str, str], routers: list[str]) -> dict[st
 
 def build_parameters(name: str, values: Mapping[str, Any] | None = None):
     """Router `name`'s `Parameters` with `values` over its defaults, checked: every number
-    finite (or +infinity where the field's metadata says `infinite`), at least its field's
+    finite, at least its field's
     `minimum` (default 0), above its `above`, at most its `maximum` (field metadata)."""
     module = router_module(name)
     try:
@@ -91,8 +98,6 @@ def build_parameters(name: str, values: Mapping[str, Any] | None = None):
     for item in fields(parameters):
         value = getattr(parameters, item.name)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            if value == math.inf and item.metadata.get("infinite"):
-                continue
             check_number(
                 f"--router-param {name}.{item.name}",
                 value,

@@ -38,15 +38,14 @@ Not modelled: `max_ongoing_requests` (a full replica refuses and Ray retries wit
 here no replica is ever full), the locality and multiplexed-model tiers (every replica is a
 candidate), the queue-length cache's staleness (lengths are exact).
 
-Defaults (the code's `initialize_state`): imbalanced_threshold infinity (Ray's documentation
-says 10; give `ray.imbalanced_threshold=10` for it), match_rate_threshold 0.1,
+Defaults (the code's `initialize_state`): imbalanced_threshold infinity (here None, no limit;
+Ray's documentation says 10; give `ray.imbalanced_threshold=10` for it), match_rate_threshold 0.1,
 do_eviction false, eviction_threshold_chars 400,000, eviction_target_chars 360,000,
 eviction_interval_secs 10.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 
@@ -59,8 +58,9 @@ from pcache.replayer.routers.tenant_tree import TenantTree
 class Parameters:
     """ray's parameters (`PrefixCacheAffinityRouter.initialize_state`), and the fallback's seed."""
 
-    imbalanced_threshold: float = field(default=math.inf, metadata={"infinite": True})
-    """Queue-length spread above which prefix routing is skipped (code: inf; docs: 10)."""
+    imbalanced_threshold: float | None = None
+    """Queue-length spread above which prefix routing is skipped; None (`none` or `inf` on
+    the command line): no limit, the code's default of infinity (the documentation says 10)."""
     match_rate_threshold: float = field(default=0.1, metadata={"maximum": 1})
     """Match rate below which the smallest replicas are the candidates."""
     do_eviction: bool = False
@@ -129,7 +129,8 @@ class Router:
             self._evict(request.now_ms)
         queues = fleet.in_flight
         candidates: list[int] = []
-        if max(queues) - min(queues) <= self.parameters.imbalanced_threshold:
+        limit = self.parameters.imbalanced_threshold
+        if limit is None or max(queues) - min(queues) <= limit:
             candidates = self._prefix_candidates(request)
         if not candidates:
             candidates = self._two_choices()
