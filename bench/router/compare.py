@@ -329,7 +329,7 @@ def compare(args: argparse.Namespace, folder: Path) -> list[dict]:
                     rows.append(
                         {
                             "policy": policy,
-                            "trace": f"chats-{seed}",
+                            "trace": f"{'held' if arrival == 'held' else 'chats'}-{seed}",
                             "arrival": arrival,
                             "measured": measure,
                             "predicted": guess,

@@ -1,10 +1,10 @@
 """`ray`: Ray Serve LLM's `PrefixCacheAffinityRouter`, as its code reads.
 
-Modelled on ray-project/ray at commit 06c16f2f
-(`python/ray/llm/_internal/serve/routing_policies/prefix_aware/prefix_aware_router.py` and
-`prefix_tree.py`, with `serve/_private/request_router/pow_2_router.py` and the queue-length
-selection of `request_router.py`), the Ray 2.5x line (PyPI's newest is 2.60.0; which release
-first holds that commit is not checked here).
+Modelled on ray-project/ray's code as of these commits: `prefix_aware_router.py` at 06c16f2f
+and `prefix_tree.py` at 19a1eaa3 (both in `python/ray/llm/_internal/serve/routing_policies/
+prefix_aware/`), `serve/_private/request_router/pow_2_router.py` at 04287e4b and the
+queue-length selection of `request_router.py`. PyPI's newest Ray is 2.60.0; which release
+first ships these commits was not checked, so the version modelled is named by them.
 
 Input: the text view (the messages' contents joined with nothing between them, or the prompt;
 list contents: their `text` parts; no chat template). State: one character prefix tree shared
