@@ -4,9 +4,10 @@
 replicas' /metrics count them, on two shared-prefix chat traces. Serial replays leave the
 router no load to follow, so its choices are deterministic and the prediction must be exact;
 so is a replay that holds one long request in flight while short ones arrive far apart (the
-router sees loads 1 and 0 at every choice). Poisson arrivals are compared in totals only: there the router follows load, and when a
-request lands while another is in flight depends on latencies the simulator approximates
-(`bench/router/compare.py` prints both side by side)."""
+router sees loads 1 and 0 at every choice). Poisson arrivals are compared in totals only:
+there the router follows load, and when a request lands while another is in flight depends
+on latencies the simulator approximates (`bench/router/compare.py` prints both side by
+side)."""
 
 from __future__ import annotations
 
