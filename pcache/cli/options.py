@@ -143,7 +143,7 @@ RouterOpt = Annotated[
     typer.Option(
         "--router",
         help="With --replicas: round-robin, random, least-load, session, prefix-hash,"
-        " sglang, llm-d, dynamo or precise; a list compares them.",
+        " sglang, llm-d, ray, dynamo or precise; a list compares them.",
     ),
 ]
 RouterParamOpt = Annotated[

@@ -27,6 +27,7 @@ ROUTERS = {
     "precise": "precise",
     "dynamo": "dynamo",
     "llm-d": "llm_d",
+    "ray": "ray_prefix",
 }
 """Router name -> module under `pcache.replayer.routers`."""
 
@@ -38,8 +39,25 @@ def router_module(name: str):
     return importlib.import_module(f"pcache.replayer.routers.{module}")
 
 
+BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+NO_LIMIT = ("none", "inf", "infinity")
+"""Values of an optional limit (a `float | None` parameter) that mean "no limit"."""
+
+
 def _convert(text: str, kind: Any, flag: str) -> Any:
-    kind = kind if isinstance(kind, type) else {"int": int, "float": float}.get(kind, str)
+    if isinstance(kind, str) and kind.endswith(" | None"):
+        if text.lower() in NO_LIMIT:
+            return None
+        kind = kind.removesuffix(" | None")
+    kinds = {"int": int, "float": float, "bool": bool}
+    kind = kind if isinstance(kind, type) else kinds.get(kind, str)
+    if kind is bool:
+        value = BOOLEANS.get(text.lower())
+        if value is None:
+            raise UsageError(f"--router-param {flag}: expected true or false, got {text!r}")
+        return value
     try:
         if kind is int:
             return int(text)
@@ -70,8 +88,8 @@ def parse_parameters(settings: Mapping[str, str], routers: list[str]) -> dict[st
 
 def build_parameters(name: str, values: Mapping[str, Any] | None = None):
     """Router `name`'s `Parameters` with `values` over its defaults, checked: every number
-    finite, at least its field's `minimum` (default 0), above its `above`, at most its
-    `maximum` (field metadata)."""
+    finite, at least its field's
+    `minimum` (default 0), above its `above`, at most its `maximum` (field metadata)."""
     module = router_module(name)
     try:
         parameters = module.Parameters(**(values or {}))

@@ -22,6 +22,11 @@ Per request:
 Eviction: every `eviction_interval_s` seconds of trace time, each worker holding more than
 `max_tree_chars` characters loses its least recently used leaves until it is under the limit.
 
+Checked against sglang-router 0.3.2 over two pcache serve replicas
+(tests/router/test_router_predictions.py): serial replays, and replays with one request held
+in flight (loads 1 and 0), split and hit exactly as predicted, with replica i the router's
+worker i in its `GET /workers` order (which changes from run to run of the router).
+
 Defaults (sglang-router CLI): cache_threshold 0.3, balance_abs 64, balance_rel 1.5,
 eviction_interval_s 120, max_tree_chars 2**26.
 """

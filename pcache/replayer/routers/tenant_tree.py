@@ -6,7 +6,8 @@ last routed a request through it; each tenant's character count is the character
 nodes it is on. `prefix_match` walks as far as the text matches and returns the matched
 characters and the deepest node reached (a partly matched edge counts, as in `tree.rs`);
 `insert` adds the text for a tenant; `evict` removes a tenant's least recently used leaves
-until its count is within a limit.
+until its count is within a limit (SGLang's rule); `evict_oldest` removes a tenant's nodes a
+timestamp at a time, oldest first, until enough characters are gone (Ray's rule).
 """
 
 from __future__ import annotations
@@ -126,6 +127,37 @@ class TenantTree:
                 del parent.children[node.key[0]]
             if parent is not self.root and self._is_leaf_of(parent, tenant):
                 heapq.heappush(heap, (parent.tenants[tenant], id(parent), parent))
+
+    def evict_oldest(self, tenant: int, min_chars: int) -> int:
+        """Drop every `tenant` node of its oldest timestamp, then the next oldest, until at
+        least `min_chars` characters (or all it holds) are gone; the characters removed (Ray's
+        `evict_tenant_by_lru`). A parent's time is never older than its children's, so a
+        timestamp's nodes form whole subtrees of the tenant's leaves."""
+        goal = min(min_chars, self.tenant_chars[tenant])
+        held: list[tuple[float, int, int, Node]] = []
+        stack = [(child, 1) for child in self.root.children.values() if tenant in child.tenants]
+        while stack:
+            node, depth = stack.pop()
+            held.append((node.tenants[tenant], -depth, id(node), node))
+            stack.extend(
+                (child, depth + 1) for child in node.children.values() if tenant in child.tenants
+            )
+        held.sort()
+        removed, index = 0, 0
+        while removed < goal and index < len(held):
+            stamp = held[index][0]
+            while index < len(held) and held[index][0] == stamp:
+                node = held[index][3]
+                del node.tenants[tenant]
+                self.tenant_chars[tenant] -= node.chars
+                removed += node.chars
+                if not node.tenants:
+                    assert not node.children, "a child outlived its last tenant's parent"
+                    parent = node.parent
+                    assert parent is not None
+                    del parent.children[node.key[0]]
+                index += 1
+        return removed
 
     def check_integrity(self) -> None:
         """Each tenant's count is the characters of its nodes; a tenant's node's parent has it."""

@@ -1,0 +1,392 @@
+"""Predicted vs measured behind a real router: SGLang's router (sglang-router, the venv
+bench/router/install.sh builds) over two `pcache serve --model tiny` replicas on loopback.
+
+    PYTHONPATH=. python bench/router/compare.py [--venv DIR] [--requests 64] [--groups 8]
+        [--system-chars 256] [--kv-cache-tokens 8192] [--policies cache_aware,round_robin]
+        [--arrivals serial,held,poisson] [--rate 4] [--format text|json]
+
+For each shared-prefix chat trace (two, of different seeds), router policy and arrival mode it
+resets both replicas' prefix caches, starts the router, replays the trace through it
+(`pcache replay --endpoint ROUTER/v1 --replica-metrics A,B`) and reads what each replica
+served from its /metrics; then it predicts the same pass with pcache's fleet simulator
+(`--router sglang` for cache_aware, `round-robin` for round_robin, one vLLM-policy pool of
+`--kv-cache-tokens / 16` blocks per replica) over the tokens `pcache serve --model tiny` sees
+(its ChatML layout over UTF-8 bytes, `prediction_trace`). It prints, per row, the split of
+requests over the replicas and the fleet token hit rate, measured and predicted.
+
+Arrival modes:
+- `serial` sends each request after the previous answer (`--max-concurrency 1`): no request
+  is in flight when the router looks, so its choice is deterministic, and the prediction
+  (serial) must equal the measurement.
+- `held` (`held_trace`) keeps one long request in flight on the first worker while short
+  ones arrive far apart: the router sees loads 1 and 0 at every choice, also deterministic,
+  and the prediction (timed, pcache's default TTFT model and decode rate, under which the same
+  requests overlap) must equal the measurement too.
+- `poisson` sends the trace's own timestamps, drawn as Poisson arrivals at `--rate`
+  requests/s (seeded), with no concurrency limit: the router sees requests in flight; the
+  prediction (timed, every request's TTFT the pass's measured median TTFT and its decode rate
+  the measured median time per output token) is reported beside the measurement, not held to
+  it: when a request lands while another is in flight depends on latencies the simulator
+  only approximates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY_ROUTERS = {"cache_aware": "sglang", "round_robin": "round-robin"}
+"""sglang-router's `--policy` -> pcache's `--router`."""
+BLOCK_SIZE = 16  # pcache serve's default --block-size
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta", "zeta", "eta"]
+
+
+def chat_trace(
+    path: Path, seed: int, requests: int, groups: int, system_chars: int, rate: float | None
+) -> int:
+    """Shared-system-prompt chats: `groups` system prompts of `system_chars` ASCII characters
+    (as many tokens for `pcache serve --model tiny`, one per byte), each request one of them
+    and a short question; seed 0 takes the groups in turn, seed 1 at random. Poisson
+    timestamps at `rate` requests/s (None: one per millisecond, for serial replays)."""
+    rng = random.Random(seed)
+    systems = [system_prompt(rng, system_chars) for _ in range(groups)]
+    lines, now = [], 0.0
+    for index in range(requests):
+        group = index % groups if seed % 2 == 0 else rng.randrange(groups)
+        question = " ".join(rng.choice(WORDS) for _ in range(12))
+        now += rng.expovariate(rate) * 1000.0 if rate else 1.0
+        lines.append(
+            {
+                "timestamp": round(now, 3),
+                "output_length": 2,
+                "messages": [
+                    {"role": "system", "content": systems[group]},
+                    {"role": "user", "content": f"{index}: {question}"},
+                ],
+            }
+        )
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return len(lines)
+
+
+HELD_GROUPS = (0, 1, 0, 1, 2, 0)
+"""`held_trace`'s system prompt of each request: the first is held in flight throughout."""
+
+
+HELD_OUTPUT_TOKENS = 1500
+HELD_GAP_MS = 600.0
+
+
+def held_trace(path: Path, seed: int, system_chars: int) -> int:
+    """One long request (`HELD_OUTPUT_TOKENS` output tokens: seconds on pcache serve tiny)
+    and, while it runs, five short ones `HELD_GAP_MS` apart, each done long before the next
+    arrives: when each short one arrives exactly one request (the long one, on the first
+    worker) is in flight."""
+    rng = random.Random(100 + seed)
+    systems = [system_prompt(rng, system_chars) for _ in range(max(HELD_GROUPS) + 1)]
+    lines = []
+    for index, group in enumerate(HELD_GROUPS):
+        question = " ".join(rng.choice(WORDS) for _ in range(12))
+        lines.append(
+            {
+                "timestamp": index * HELD_GAP_MS,
+                "output_length": HELD_OUTPUT_TOKENS if index == 0 else 2,
+                "messages": [
+                    {"role": "system", "content": systems[group]},
+                    {"role": "user", "content": f"{index}: {question}"},
+                ],
+            }
+        )
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return len(lines)
+
+
+def system_prompt(rng: random.Random, chars: int) -> str:
+    words: list[str] = []
+    while sum(len(word) + 1 for word in words) < chars:
+        words.append(rng.choice(WORDS))
+    return " ".join(words)[:chars]
+
+
+def prediction_trace(path: Path):
+    """`path`'s requests as pcache's simulator reads them, each with the prompt tokens
+    `pcache serve --model tiny` renders for it (the ChatML layout over UTF-8 bytes) and the
+    text a character-keyed router reads (the messages' contents joined)."""
+    from pcache.models import preset_config
+    from pcache.prompt.request import request_from_document
+    from pcache.serve.text import TextCodec
+    from pcache.traces.readers import record_of_request
+    from pcache.traces.record import Trace
+
+    codec = TextCodec("tiny", preset_config("tiny")["vocab_size"])
+    records = []
+    for index, line in enumerate(path.read_bytes().splitlines()):
+        request = request_from_document(orjson.loads(line), str(path), index + 1)
+        token_ids = codec.render_chat(request.raw["messages"], None)
+        records.append(record_of_request(request, token_ids, index))
+    return Trace(str(path), "requests", None, records)
+
+
+DEFAULT_TIMING = {"ttft_ms": None, "tpot_ms": None}
+"""Timed with pcache's default TTFT model and decode rate (55 ms + 0.05 ms a token, 50 tokens/s):
+the held request lasts 30 s, each short one under 0.1 s."""
+
+
+def predict(path: Path, policy: str, kv_cache_tokens: int, timing: dict | None = None) -> dict:
+    """The fleet simulator's split and hit rate for `path` behind `policy` over 2 replicas:
+    serial without `timing`; timed with `timing` (`ttft_ms`: every request's TTFT, `tpot_ms`:
+    its time per output token, both taken from a measured pass)."""
+    from pcache.replayer.fleet import simulate_fleet
+    from pcache.replayer.simulate import SimulationOptions
+    from pcache.replayer.ttft import TtftModel
+
+    options = SimulationOptions(
+        policy="vllm",
+        cache_blocks=kv_cache_tokens // BLOCK_SIZE,
+        block_size=BLOCK_SIZE,
+        concurrency="serial" if timing is None else "timed",
+    )
+    if timing is not None and timing["ttft_ms"] is not None:
+        options = replace(
+            options,
+            ttft=TtftModel(timing["ttft_ms"], 0.0, 0.0),
+            decode_tokens_per_s=1000.0 / max(timing["tpot_ms"], 1e-3),
+        )
+    report = simulate_fleet(prediction_trace(path), options, 2, POLICY_ROUTERS[policy])
+    rows = report.fleet.replicas
+    return {
+        "split": [row.requests for row in rows],
+        "hit_tokens": [row.hit_tokens for row in rows],
+        "prompt_tokens": [row.prompt_tokens for row in rows],
+        "hit_rate": round(report.token_hit_rate, 3),
+    }
+
+
+def measured(replay: dict) -> dict:
+    """Split and fleet hit rate from the replicas' /metrics (`replay --replica-metrics`)."""
+    rows = replay["replicas"]
+    assert all(row["error"] is None for row in rows), rows
+    hits = [int(row["hit_tokens"]) for row in rows]
+    prompts = [int(row["prompt_tokens"]) for row in rows]
+    return {
+        "split": [int(row["requests"]) for row in rows],
+        "hit_tokens": hits,
+        "prompt_tokens": prompts,
+        "hit_rate": round(sum(hits) / sum(prompts), 3) if sum(prompts) else 0.0,
+        "max_in_flight": replay["max_concurrent_requests"],
+        "ttft_ms": replay["median_ttft_ms"],
+        "tpot_ms": replay["median_tpot_ms"],
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def stop(child: subprocess.Popen) -> None:
+    """Stop a child started in its own session, by its PID (its group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGTERM)
+    try:
+        child.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=10)
+
+
+def wait_for(url: str, child: subprocess.Popen, check, timeout: float = 60) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise SystemExit(f"compare.py: {url}: the server exited ({child.returncode})")
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            if check(httpx.get(url, timeout=2)):
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"compare.py: {url} did not come up in {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def replica(kv_cache_tokens: int, log: Path):
+    """The base URL of `pcache serve --model tiny` on a free loopback port."""
+    port = free_port()
+    command = [sys.executable, "-m", "pcache", "serve", "--model", "tiny", "--port", str(port)]
+    command += ["--kv-cache-tokens", str(kv_cache_tokens)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with log.open("wb") as sink:
+        child = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(f"{url}/health", child, lambda response: response.status_code == 200)
+        yield url
+    finally:
+        stop(child)
+
+
+def router_workers(url: str) -> list[str]:
+    """The router's workers in its own order (`GET /workers`). sglang-router 0.3.2 registers
+    the `--worker-urls` in an order that changes from run to run; its policies count in this
+    order (round robin starts at its first worker, least-load ties go to it), so the
+    simulator's replica i is the router's worker i."""
+    import httpx
+
+    return [worker["url"] for worker in httpx.get(f"{url}/workers", timeout=5).json()["workers"]]
+
+
+@contextlib.contextmanager
+def router(venv: Path, policy: str, workers: list[str], log: Path):
+    """sglang-router (`--policy policy`) over `workers`: its base URL and its workers in its
+    own order."""
+    port = free_port()
+    command = [
+        str(venv / "bin" / "python"), "-m", "sglang_router.launch_router",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+        "--policy", policy, "--worker-urls", *workers,
+    ]  # fmt: skip
+    with log.open("wb") as sink:
+        child = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy(response) -> bool:
+        workers_listed = response.json().get("workers", [])
+        return sum(1 for worker in workers_listed if worker.get("is_healthy")) == len(workers)
+
+    try:
+        wait_for(f"{url}/workers", child, healthy)
+        yield url, router_workers(url)
+    finally:
+        stop(child)
+
+
+def replay_through(url: str, trace: Path, workers: list[str], serial: bool) -> dict:
+    """`pcache replay TRACE --endpoint URL/v1 --replica-metrics ...` as JSON."""
+    import httpx
+
+    for worker in workers:  # each pass starts from empty caches
+        response = httpx.post(f"{worker}/reset_prefix_cache", timeout=10)
+        response.raise_for_status()
+    command = [sys.executable, "-m", "pcache", "replay", str(trace), "--endpoint", f"{url}/v1"]
+    command += ["--replica-metrics", ",".join(workers), "--format", "json", "--ignore-eos"]
+    if serial:
+        command += ["--max-concurrency", "1"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(command, capture_output=True, env=env, timeout=600, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"compare.py: replay failed: {done.stderr.decode().strip()}")
+    return orjson.loads(done.stdout)
+
+
+def compare(args: argparse.Namespace, folder: Path) -> list[dict]:
+    rows = []
+    traces = []
+    arrivals = args.arrivals.split(",")
+    for seed in (0, 1):  # two traces: groups in turn (seed 0), groups drawn at random (1)
+        for arrival in arrivals:
+            path = folder / f"chats_{seed}_{arrival}.jsonl"
+            if arrival == "held":
+                held_trace(path, seed, args.system_chars)
+            else:
+                rate = args.rate if arrival == "poisson" else None
+                chat_trace(path, seed, args.requests, args.groups, args.system_chars, rate)
+            traces.append((seed, arrival, path))
+    with contextlib.ExitStack() as stack:
+        workers = [
+            stack.enter_context(replica(args.kv_cache_tokens, folder / f"replica{n}.log"))
+            for n in range(2)
+        ]
+        for policy in args.policies.split(","):
+            log = folder / f"router_{policy}.log"
+            with router(args.venv, policy, workers, log) as (url, ordered):
+                for seed, arrival, path in traces:
+                    serial = arrival == "serial"
+                    measure = measured(replay_through(url, path, ordered, serial))
+                    timing = measure if arrival == "poisson" else None
+                    if arrival == "held":
+                        timing = DEFAULT_TIMING
+                    guess = predict(path, policy, args.kv_cache_tokens, timing)
+                    rows.append(
+                        {
+                            "policy": policy,
+                            "trace": f"{'held' if arrival == 'held' else 'chats'}-{seed}",
+                            "arrival": arrival,
+                            "measured": measure,
+                            "predicted": guess,
+                            "equal": measure["split"] == guess["split"]
+                            and measure["hit_tokens"] == guess["hit_tokens"],
+                        }
+                    )
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| policy | trace | arrival | measured split | predicted split"
+        " | measured hit rate | predicted hit rate | equal | most in flight |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        measure, guess = row["measured"], row["predicted"]
+        lines.append(
+            f"| {row['policy']} | {row['trace']} | {row['arrival']}"
+            f" | {'/'.join(map(str, measure['split']))} | {'/'.join(map(str, guess['split']))}"
+            f" | {measure['hit_rate']:.3f} | {guess['hit_rate']:.3f}"
+            f" | {'yes' if row['equal'] else 'no'} | {measure['max_in_flight']} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_venv = Path(
+        os.environ.get("PCACHE_ROUTER_VENV", Path.home() / ".cache" / "pcache-router-venv")
+    )
+    parser.add_argument("--venv", type=Path, default=default_venv)
+    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--groups", type=int, default=8)
+    parser.add_argument("--system-chars", type=int, default=256)
+    parser.add_argument("--kv-cache-tokens", type=int, default=8192)
+    parser.add_argument("--policies", default="cache_aware,round_robin")
+    parser.add_argument("--arrivals", default="serial,held,poisson")
+    parser.add_argument("--rate", type=float, default=4.0, help="poisson: requests/s")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    args = parser.parse_args()
+    if not (args.venv / "READY").is_file():
+        raise SystemExit(f"compare.py: {args.venv} is no router venv (bench/router/install.sh)")
+    with tempfile.TemporaryDirectory(prefix="pcache-router-") as folder:
+        rows = compare(args, Path(folder))
+    if args.format == "json":
+        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(table(rows))
+        print(
+            f"\n{args.requests} requests, {args.groups} groups,"
+            f" {args.system_chars}-character system prompts,"
+            f" {args.kv_cache_tokens}-token KV cache per replica; load average"
+            f" {os.getloadavg()[0]:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
