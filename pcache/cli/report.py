@@ -11,12 +11,15 @@ import typer
 from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
+    DEFAULT_EXECUTOR,
     DEFAULT_MODEL,
     DEFAULT_TOKENIZER,
     BlockSizeOpt,
     ColumnOpt,
     DateOpt,
+    ExecutorOpt,
     JobsOpt,
+    RayAddressOpt,
     VerboseOpt,
     say_encoder,
 )
@@ -73,6 +76,8 @@ def report_command(
         str, typer.Option("--format", "-f", help="html (the page) or json (the data behind it).")
     ] = "html",
     jobs: JobsOpt = None,
+    executor: ExecutorOpt = DEFAULT_EXECUTOR,
+    ray_address: RayAddressOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Write one HTML page (everything inline, opens offline) of what breaks the cache.
@@ -109,6 +114,8 @@ def report_command(
             block_size=block_size,
             date=validate_date(date),
             jobs=jobs,
+            executor=executor,
+            ray_address=ray_address,
         ),
         model=model,
         sweep_points=sweep_points,

@@ -11,6 +11,7 @@ its options class and one more entry in `_DRIVERS`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -88,7 +89,7 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
         options = replace(options, calibration=None, ttft=fit.model)
     simulation = options.simulation_options(shape.kv_bytes_per_token)
     simulation = replace(simulation, calibration=used)
-    streamable = options.fleet is None
+    streamable = options.fleet is None and not (isinstance(trace, str) and os.path.isdir(trace))
     if streamable and streams(trace, simulation, options.keep_requests, options.capacity_sweep):
 
         def sized(block_size: int) -> SimulationOptions:
