@@ -120,7 +120,12 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
     if options.fleet is not None:  # one pool per replica behind a router
         from pcache.replayer.fleet import run_fleet
 
-        reports = run_fleet(loaded, simulation, options.fleet, progress)
+        executor = None
+        if options.settings.executor != "local":
+            from pcache.executors import executor_of
+
+            executor = executor_of(options.settings.executor, options.settings.ray_address)
+        reports = run_fleet(loaded, simulation, options.fleet, progress, executor)
         sweep = options.fleet.is_grid
         return ReplayResult(reports, sweep, shape.name, loaded.skipped, loaded.reordered)
     if options.capacity_sweep:
