@@ -55,23 +55,17 @@ def run_fleet(
     options: SimulationOptions,
     fleet: FleetOptions,
     progress: Progress = None,
-    executor: Any = None,
+    simulate: Callable[..., ReplayReport] | None = None,
 ) -> list[ReplayReport]:
-    """One report per (router, replica count) of `fleet`, routers outermost; with a
-    distributed `executor` (`pcache.executors`), each replica's pool simulated as a task of
-    its own where the routing does not read the pools (`pcache.replayer.fleet_split`)."""
+    """One report per (router, replica count) of `fleet`, routers outermost, each replayed by
+    `simulate` (default `simulate_fleet`; `pcache.replayer.fleet_split` runs each replica's
+    pool as a task of its own, with the same arguments and the same report)."""
     if options.policy not in FLEET_POLICIES:
         raise UsageError(
             f"--replicas applies to --policy vllm and radix (a pool per replica), not"
             f" {options.policy}"
         )
-    simulate = simulate_fleet
-    if executor is not None and executor.distributed:
-        from functools import partial
-
-        from pcache.replayer.fleet_split import simulate_fleet_split
-
-        simulate = partial(simulate_fleet_split, executor=executor)
+    simulate = simulate or simulate_fleet
     return [
         simulate(
             trace,

@@ -120,12 +120,16 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
     if options.fleet is not None:  # one pool per replica behind a router
         from pcache.replayer.fleet import run_fleet
 
-        executor = None
-        if options.settings.executor != "local":
+        simulate_one = None
+        if options.settings.executor != "local":  # each replica's pool: a task of its own
+            from functools import partial
+
             from pcache.executors import executor_of
+            from pcache.replayer.fleet_split import simulate_fleet_split
 
             executor = executor_of(options.settings.executor, options.settings.ray_address)
-        reports = run_fleet(loaded, simulation, options.fleet, progress, executor)
+            simulate_one = partial(simulate_fleet_split, executor=executor)
+        reports = run_fleet(loaded, simulation, options.fleet, progress, simulate_one)
         sweep = options.fleet.is_grid
         return ReplayResult(reports, sweep, shape.name, loaded.skipped, loaded.reordered)
     if options.capacity_sweep:
