@@ -12,8 +12,9 @@ replica's pool. Where the router's decisions do not depend on the pools, the two
 2. **One task per replica** (`simulate_replica`, run by the executor: here, or as a Ray task):
    the replica's pool serves the requests routed to it and, without being touched, is asked
    how many tokens of every other request it holds (router precision compares the chosen
-   replica with the best one). A pool's state depends only on the requests it served, so this
-   is what the pool computes inside `simulate_fleet`.
+   replica with the best one; the block hashes it looks up are computed once, in the routing
+   pass, not once per replica). A pool's state depends only on the requests it served, so
+   this is what the pool computes inside `simulate_fleet`.
 3. **The merge** (in the caller) reads the replicas' answers request by request, in arrival
    order, with the expressions `simulate_fleet` uses: the report is the same, byte for byte.
 
@@ -29,7 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import cdiv
+from pcache.cache.request import CacheRequest
 from pcache.defaults import DEFAULT_CHARS_PER_TOKEN
 from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
@@ -105,11 +108,30 @@ def route_blind(
     return choices
 
 
+def probe_keys(trace: Trace, options: SimulationOptions, block_size: int) -> list | None:
+    """The block-hash keys `_Probe` looks up for each request of a token trace in vllm pools,
+    hashed once here instead of once per replica task (None: radix pools and hash-id traces
+    need none)."""
+    if options.policy == "radix" or trace.block_size is not None:
+        return None
+    settings = HashSettings(algo=options.hash_algo, block_size=block_size)
+    keys: list = []
+    for record in trace.records:
+        if record.input_length == 0:
+            keys.append(None)
+            continue
+        request = CacheRequest.from_tokens(
+            "probe", record.token_ids, settings, cache_salt=record.cache_salt
+        )
+        keys.append(request.block_hashes[: (request.num_tokens - 1) // block_size])
+    return keys
+
+
 def simulate_replica(
-    replica: int, trace: Trace, options: SimulationOptions, choices: array
+    replica: int, trace: Trace, options: SimulationOptions, choices: array, keys: list | None
 ) -> ReplicaRun:
     """Serve the requests routed to `replica`, in order, and probe its pool for the others
-    (the task an executor runs)."""
+    (the task an executor runs); `keys`: `probe_keys`."""
     with paused_gc():
         (pool,), block_size = _make_pools(trace, options, 1)
         probe = _Probe([pool], block_size)
@@ -118,9 +140,12 @@ def simulate_replica(
         for position, record in enumerate(trace.records):
             now = record.timestamp_ms
             if choices[position] != replica:
-                cached[position] = probe.cached_tokens(record, now)[0]
+                if keys is None:
+                    cached[position] = probe.cached_tokens(record, now)[0]
+                elif keys[position] is not None:
+                    index = pool.pool.cached_block_hash_to_block
+                    cached[position] = len(index.leading_hits(keys[position])) * block_size
                 continue
-            expected = probe.cached_tokens(record, now)[0]
             try:
                 served = pool.serve(record, now)
                 if served is None:
@@ -128,7 +153,6 @@ def simulate_replica(
             except CapacityTooSmall as too_small:
                 failure = (position, too_small.needed_blocks)
                 return ReplicaRun(cached, hits, pool.evicted_blocks, pool.peak_used_blocks, failure)
-            assert served[0] == expected, (position, served, expected)
             cached[position] = served[0]
             hits[position] = 1 if served[1] else 0
         return ReplicaRun(cached, hits, pool.evicted_blocks, pool.peak_used_blocks)
@@ -162,9 +186,12 @@ def simulate_fleet_split(
             block_size,
             options.cache_blocks,
         )
+        if choices is not None:
+            keys = probe_keys(trace, options, block_size)
     if choices is None:
         return simulate_fleet(*arguments, progress)
-    runs = list(executor.map(simulate_replica, range(num_replicas), trace, options, choices))
+    replicas = range(num_replicas)
+    runs = list(executor.map(simulate_replica, replicas, trace, options, choices, keys))
     with paused_gc():
         return _merge(trace, options, block_size, router_name, parameters, choices, runs, progress)
 
