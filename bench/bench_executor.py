@@ -12,8 +12,9 @@ Llama 3.1 fixture (or `--hf-model DIR`). Each round runs, each in a fresh proces
   `pcache replay LOG --replicas 4 --router round-robin --format json` with
 - `--jobs 1` and `--jobs N` (N: this machine's cores), locally;
 - `--executor ray` starting its own local cluster (`ray.init()`, counted in the wall time);
-- `--executor ray --ray-address ADDR` joining a cluster started once before the rounds
-  (`ray start --head --num-cpus N`, joined as `--ray-address auto`; its start is not counted).
+- then, in rounds of their own, `--executor ray --ray-address auto` joining a cluster started
+  once before them (`ray start --head --num-cpus N`; its start is not counted), beside
+  `--jobs 1` again (while a cluster runs, `ray.init()` joins it instead of starting one).
 
 Every configuration's stdout must equal `--jobs 1`'s, byte for byte (the script stops if not).
 Figures: median wall time over the rounds with min-max, CPU time (user + system of the command
@@ -92,52 +93,45 @@ def main() -> None:
     size = log.stat().st_size / 2**20
     print(f"log: {args.requests} {args.shape} requests, {size:.0f} MiB; tokenizer {model}")
     print(f"load average before: {os.getloadavg()}")
-    address = start_cluster(cores)
-    configurations = {
+    local = {
         "local --jobs 1": ["--jobs", "1"],
         f"local --jobs {cores}": ["--jobs", str(cores)],
-        "ray (own local cluster)": ["--executor", "ray"],
     }
-    if address is not None:
-        configurations[f"ray --ray-address (running, {cores} CPUs)"] = [
-            "--executor",
-            "ray",
-            "--ray-address",
-            address,
-        ]
     names = [name.strip() for name in args.commands.split(",")]
     results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     digests: dict[str, str] = {}
-    order = list(configurations)
-    try:
+
+    def rounds(configurations: dict[str, list[str]]) -> None:
+        order = list(configurations)
         for round_number in range(args.repeat):
             rotated = order[round_number % len(order) :] + order[: round_number % len(order)]
             for command_name in names:
                 for configuration in rotated:
                     words = COMMANDS[command_name]
-                    command = [
-                        sys.executable,
-                        "-m",
-                        "pcache",
-                        words[0],
-                        str(log),
-                        "-t",
-                        model,
-                        *words[1:],
-                        *configurations[configuration],
-                    ]
+                    command = [sys.executable, "-m", "pcache", words[0], str(log), "-t", model]
+                    command += [*words[1:], *configurations[configuration]]
                     wall, cpu, rss, stdout = timed(command)
                     digest = hashlib.sha256(stdout.encode()).hexdigest()
-                    expected = digests.setdefault(command_name, digest)
-                    if digest != expected:
+                    if digest != digests.setdefault(command_name, digest):
                         raise SystemExit(f"{command_name} {configuration}: output differs")
                     results.setdefault((command_name, configuration), []).append((wall, cpu, rss))
-                    print(
-                        f"round {round_number + 1} {command_name:9} {configuration}: {wall:.2f} s"
-                    )
+                    where = f"round {round_number + 1} {command_name:9} {configuration}"
+                    print(f"{where}: {wall:.2f} s", flush=True)
+
+    try:
+        # no cluster running: `ray.init()` starts one for the command (and stops it after)
+        rounds({**local, "ray, own local cluster": ["--executor", "ray"]})
+        address = start_cluster(cores)
+        if address is not None:  # `ray.init()` would join it too: measured in a phase of its own
+            running = f"ray, running cluster ({cores} CPUs)"
+            rounds(
+                {
+                    "local --jobs 1 (cluster idle)": ["--jobs", "1"],
+                    running: ["--executor", "ray", "--ray-address", address],
+                }
+            )
     finally:
-        if address is not None:
-            subprocess.run(["ray", "stop", "--force"], capture_output=True, env=ENVIRONMENT)
+        subprocess.run(["ray", "stop", "--force"], capture_output=True, env=ENVIRONMENT)
         shutil.rmtree(folder, ignore_errors=True)
     print(f"load average after: {os.getloadavg()}")
     print(f"\n{args.repeat} rounds, medians (min-max); every output identical to --jobs 1's\n")
