@@ -119,8 +119,8 @@ RayAddressOpt = Annotated[
     typer.Option(
         "--ray-address",
         metavar="ADDR",
-        help="--executor ray: the cluster to join (ray.init(address=ADDR); default: start a"
-        " local one).",
+        help="--executor ray: the cluster to join (auto: the one running here; default: that"
+        " one, else a local cluster for this run).",
     ),
 ]
 VerboseOpt = Annotated[

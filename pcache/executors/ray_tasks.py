@@ -1,8 +1,9 @@
 """The Ray executor: each item's function as a Ray task, results read back in order.
 
-Ray is imported when this executor is made, never at start-up. Without a cluster address a
-local one is started (`ray.init()`), sized to this machine's cores, unless this process has
-joined one already (a test's `ray.init(num_cpus=2)`, a notebook's). Arguments shared by every
+Ray is imported when this executor is made, never at start-up. Without a cluster address it
+goes where `ray.init()` goes: the cluster running on this machine (`ray start --head`), else a
+local one started for this process, sized to its cores; a process that has joined a cluster
+already (a test's `ray.init(num_cpus=2)`, a notebook's) keeps it. Arguments shared by every
 task are put in the object store once. At most `max_in_flight` tasks are outstanding, so the
 results of a log of any length are held a few shards at a time.
 """
