@@ -1,6 +1,6 @@
-"""`--executor ray` on a real 2-CPU local Ray cluster (started once for the module): lint and
-`replay --simulate` (one pool, and four replicas) print byte for byte what the local run
-prints, and the work did run as Ray tasks. Skipped where Ray is not installed."""
+"""`--executor ray` on a real 2-CPU local Ray cluster (started once for the module): lint, the
+report and `replay --simulate` (one pool, and four replicas) print byte for byte what the local
+run prints, and the work did run as Ray tasks. Skipped where Ray is not installed."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ MOONCAKE = ROOT / "tests" / "data" / "mooncake" / "conversation_head.jsonl"
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
     ray.init(
+        address="local",  # a cluster of its own, even where one runs already
         num_cpus=2,
         include_dashboard=False,
         logging_level="ERROR",
@@ -53,6 +54,13 @@ def test_lint_on_ray_is_lint(cli, log):
     args = ("lint", log, "-t", hf_model_dir("llama3.1"), "--format", "json", "--exit-zero")
     local, remote, tasks = local_and_ray(cli, *args)
     assert remote == local and '"findings"' in local
+    assert tasks > 3
+
+
+def test_report_on_ray_is_the_local_report(cli, log):
+    args = ("report", log, "-t", hf_model_dir("llama3.1"), "--format", "json", "-o", "-")
+    local, remote, tasks = local_and_ray(cli, *args)
+    assert remote == local and '"lint"' in local
     assert tasks > 3
 
 
