@@ -162,7 +162,7 @@ def test_ci_takes_torch_from_a_folder_of_wheels_or_a_given_index(ci_copy, tmp_pa
 def test_ci_installs_ray_and_goes_on_without_it(ci_copy):
     done, log = ci_copy()
     assert done.returncode == 0, done.stderr
-    assert '-e .[ray]' in log and "ray not installed" not in done.stderr
+    assert "-e .[ray]" in log and "ray not installed" not in done.stderr
     done, log = ci_copy(PIP_FAILS_ON=".[ray]")
     assert done.returncode == 0, done.stderr
     assert "ray not installed: the --executor ray tests will be skipped" in done.stderr
