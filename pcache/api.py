@@ -115,6 +115,8 @@ def lint(
     progress: Callable[[int], None] | None = None,
     jobs: int | None = None,
     column: str | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -122,14 +124,16 @@ def lint(
     from `config` (default: the nearest pyproject.toml with a `[tool.pcache]` table at or
     above the working directory); request bodies and SDK objects are linted in order, as the
     lines of one log. `since` (a git revision; paths only) keeps the findings new since then.
-    `jobs`: threads that tokenize (default: one per core); the report does not depend on it.
+    `jobs`: threads that tokenize (default: one per core); `executor` ("local", the default,
+    or "ray") where the text of JSONL logs is tokenized (`ray_address`: the Ray cluster; None:
+    a local one); the report depends on neither.
     `column` names the request column of Parquet/CSV table inputs (`--column`).
     """
     from dataclasses import replace
     from pathlib import Path
 
     from pcache import api_arguments as check
-    from pcache.defaults import PROFILE_NAMES
+    from pcache.defaults import DEFAULT_EXECUTOR, EXECUTORS, PROFILE_NAMES
     from pcache.pipeline import Settings
     from pcache.prompt.inputs import is_path, values_from
     from pcache.rules import RULES
@@ -151,6 +155,8 @@ def lint(
     since = check.text("lint", "since", since)
     progress = check.callback("lint", "progress", progress)
     jobs = check.integer("lint", "jobs", jobs, 1, 1024)
+    executor = check.text("lint", "executor", executor, EXECUTORS)
+    ray_address = check.text("lint", "ray_address", ray_address)
     column = check.text("lint", "column", column)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
@@ -165,7 +171,8 @@ def lint(
     config_path = Path(config) if config else find_config(Path.cwd())
     settings = load_config(config_path)
     names = {"--select": "select", "--extend-select": "extend_select", "--ignore": "ignore"}
-    with check.named_as("lint", {**names, "--date": "date", "--profile": "profile"}):
+    flags = {**names, "--date": "date", "--profile": "profile", "--ray-address": "ray_address"}
+    with check.named_as("lint", flags):
         selection = resolve(
             settings.selection,
             SelectionInput(select, extend_select or [], ignore or []),
@@ -180,6 +187,8 @@ def lint(
                 block_size=defaults.block_size if block_size is None else block_size,
                 date=defaults.date if date is None else date,
                 jobs=jobs,
+                executor=executor or DEFAULT_EXECUTOR,
+                ray_address=ray_address,
             ),
             selection=selection,
             fix=fix,

@@ -23,6 +23,10 @@ PROFILE_NAMES = ("vllm", "sglang", "openai", "anthropic", "gemini", "deepseek", 
 DEFAULT_PROFILE = "vllm"
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 """The deadline of one whole request of `replay --endpoint` (`--request-timeout`)."""
+EXECUTORS = ("local", "ray")
+"""Where the render/tokenize/hash stage and per-replica simulations run (`--executor`): in this
+process (threads, `--jobs`), or as Ray tasks (the `pcache[ray]` extra)."""
+DEFAULT_EXECUTOR = "local"
 DEFAULT_CHARS_PER_TOKEN = 4
 """Characters per token of the routers' text view of hash-id traces (`replay --replicas`):
 GIE's `averageCharactersPerToken`."""

@@ -13,7 +13,7 @@ from pcache.cache.hashing import (
     HashSettings,
     block_hashes,
 )
-from pcache.defaults import DEFAULT_PROFILE, PROFILE_NAMES
+from pcache.defaults import DEFAULT_EXECUTOR, DEFAULT_PROFILE, EXECUTORS, PROFILE_NAMES
 from pcache.errors import UsageError
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, render, resolve_renderer
@@ -48,6 +48,10 @@ class WithSettings:
     def jobs(self) -> int | None:
         return self.settings.jobs
 
+    @property
+    def executor(self) -> str:
+        return self.settings.executor
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -64,10 +68,20 @@ class Settings:
     jobs: int | None = None
     """Threads that encode a chunk's new text (`--jobs`; None: one per core). The results do
     not depend on it."""
+    executor: str = DEFAULT_EXECUTOR
+    """Where the render/tokenize/hash stage runs (`--executor`: local or ray); the results do
+    not depend on it (`pcache.executors`)."""
+    ray_address: str | None = None
+    """The Ray cluster of `--executor ray` (`--ray-address`; None: a local one)."""
 
     def __post_init__(self) -> None:
         if self.jobs is not None and self.jobs < 1:
             raise UsageError(f"--jobs must be at least 1, got {self.jobs}")
+        if self.executor not in EXECUTORS:
+            names = " or ".join(EXECUTORS)
+            raise UsageError(f"--executor must be {names}, got {self.executor!r}")
+        if self.ray_address is not None and self.executor != "ray":
+            raise UsageError("--ray-address applies to --executor ray")
         HashSettings(algo=self.hash_algo, block_size=self.block_size)  # validates both
         validate_date(self.date)
         if self.profile not in PROFILE_NAMES:
@@ -188,3 +202,20 @@ def hash_request(request: Request, settings: Settings) -> HashedPrompt:
     rendered = render(request, renderer, settings.render_options())
     hash_settings = settings.hash_settings(rendered)
     return HashedPrompt(rendered, block_hashes(rendered.token_ids, hash_settings), hash_settings)
+
+
+def hash_requests(requests: list[Request], settings: Settings) -> list[HashedPrompt]:
+    """`hash_request` of each request, on up to `settings.jobs` threads (None: one per core);
+    the first request's error is raised first, as when they are hashed in turn."""
+    from pcache.prompt.threads import default_jobs
+
+    threads = min(settings.jobs or default_jobs(), len(requests))
+    if threads <= 1:
+        return [hash_request(request, settings) for request in requests]
+    resolve_renderer(settings.tokenizer)  # loaded once, before the threads share it
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads - 1, thread_name_prefix="pcache-render") as pool:
+        later = [pool.submit(hash_request, request, settings) for request in requests[1:]]
+        first = hash_request(requests[0], settings)
+        return [first, *(future.result() for future in later)]

@@ -49,6 +49,7 @@ def test_ci_calls_pytest_itself_and_never_hides_a_failed_install():
 FAKE_PYTHON = """#!/usr/bin/env bash
 case "$*" in
   "-m pip install"*) echo "pip $*" >>"$LOG"
+    if [[ -n ${PIP_FAILS_ON:-} && "$*" == *"$PIP_FAILS_ON"* ]]; then exit 1; fi
     if [[ -n ${PIP_NEEDS_INDEX:-} && "$*" == *torch==* && "$*" != *--index-url* ]]; then exit 1; fi
     exit "${PIP_STATUS:-0}" ;;
   "-c "*) echo "${CUDA:-}" ;;
@@ -156,3 +157,13 @@ def test_ci_takes_torch_from_a_folder_of_wheels_or_a_given_index(ci_copy, tmp_pa
     done, log = ci_copy(PCACHE_TORCH_WHEELS=str(wheels), PCACHE_TORCH_INDEX="file:///mirror")
     assert done.returncode == 0, done.stderr
     assert "--index-url file:///mirror torch==2.13.0+cpu" in log
+
+
+def test_ci_installs_ray_and_goes_on_without_it(ci_copy):
+    done, log = ci_copy()
+    assert done.returncode == 0, done.stderr
+    assert "-e .[ray]" in log and "ray not installed" not in done.stderr
+    done, log = ci_copy(PIP_FAILS_ON=".[ray]")
+    assert done.returncode == 0, done.stderr
+    assert "ray not installed: the --executor ray tests will be skipped" in done.stderr
+    assert "pytest -m pytest -q -n 2" in log

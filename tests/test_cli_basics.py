@@ -12,7 +12,7 @@ from pcache.prompt.render import DEFAULT_TOKENIZER
 from pcache.prompt.tokenizer import DEFAULT_DATE
 from tests.conftest import ROOT
 
-HEAVY = ("numpy", "torch", "transformers", "tiktoken", "triton", "matplotlib", "jinja2")
+HEAVY = ("numpy", "torch", "transformers", "tiktoken", "triton", "matplotlib", "jinja2", "ray")
 
 
 def test_cli_defaults_are_the_core_defaults():

@@ -38,3 +38,25 @@ def test_no_import_cycles():
     assert len(graph) > 100 and "pcache.cache.block_pool" in graph
     found = import_graph.cycles(graph)
     assert not found, "import cycles:\n" + import_graph.describe(found)
+
+
+def test_ray_is_imported_by_its_executor_only_and_only_when_made():
+    """`pcache[ray]` is optional: one module imports Ray, inside a function, so `import
+    pcache`, `--help` and every local run work without it."""
+    import ast
+
+    root = BENCH.parent.parent / "pcache"
+    importers = {}
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        top_level = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            else:
+                continue
+            if any(module.split(".")[0] == "ray" for module in modules):
+                importers.setdefault(str(path.relative_to(root)), []).append(id(node) in top_level)
+    assert importers == {"executors/ray_tasks.py": [False]}

@@ -32,6 +32,20 @@ CASES = {
         "-f",
         "json",
     ],
+    "replay-requests-jobs-json": [
+        "replay",
+        "samples/traces/requests_tiny.jsonl",
+        "--jobs",
+        "2",
+        "-f",
+        "json",
+    ],
+    "replay-executor-unknown": [
+        "replay",
+        "samples/traces/requests_tiny.jsonl",
+        "--executor",
+        "spark",
+    ],
 }
 MACHINE = "Example CPU, 8 CPUs"
 """The machine a transcript says it runs on (a calibration names the machine it measured)."""

@@ -20,6 +20,7 @@ from pcache.cli.options import (
     DateOpt,
     FormatOpt,
     HashAlgoOpt,
+    JobsOpt,
     TokenizerOpt,
     check_text_or_json,
 )
@@ -39,6 +40,7 @@ def diff_command(
     date: DateOpt = DEFAULT_DATE,
     format: FormatOpt = "text",
     column: ColumnOpt = None,
+    jobs: JobsOpt = None,
 ) -> None:
     """Show where B stops reusing A's cached prefix, what each cache reuses, and why.
 
@@ -54,7 +56,7 @@ def diff_command(
     a, b = with_columns([a, b], column)
     if a == "-" and b == "-":
         raise UsageError("only one of A and B can be read from stdin")
-    settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date)
+    settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date, jobs=jobs)
     comparison = compare(a, b, settings)
     result = comparison.result
     if format == "json":

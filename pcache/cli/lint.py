@@ -9,10 +9,13 @@ import typer
 from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
+    DEFAULT_EXECUTOR,
     BlockSizeOpt,
     ColumnOpt,
     DateOpt,
+    ExecutorOpt,
     JobsOpt,
+    RayAddressOpt,
     VerboseOpt,
     say_encoder,
 )
@@ -78,6 +81,8 @@ def lint_command(
         ),
     ] = None,
     jobs: JobsOpt = None,
+    executor: ExecutorOpt = DEFAULT_EXECUTOR,
+    ray_address: RayAddressOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Find what makes the prompt cache miss, where, and what it costs.
@@ -125,6 +130,8 @@ def lint_command(
             progress=advance,
             jobs=jobs,
             column=column,
+            executor=executor,
+            ray_address=ray_address,
         )
     lint_output.print_report(report, format)
     if report.failing and not exit_zero:

@@ -10,6 +10,7 @@ from pcache.defaults import (  # a leaf module: `pcache --help` stays light
     DEFAULT_BLOCK_SIZE,
     DEFAULT_CHARS_PER_TOKEN,
     DEFAULT_DATE,
+    DEFAULT_EXECUTOR,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
     DEFAULT_TOKENIZER,
@@ -20,6 +21,7 @@ __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_CHARS_PER_TOKEN",
     "DEFAULT_DATE",
+    "DEFAULT_EXECUTOR",
     "DEFAULT_HASH_ALGO",
     "DEFAULT_MODEL",
     "DEFAULT_TOKENIZER",
@@ -103,6 +105,23 @@ JobsOpt = Annotated[
         min=1,
         help="Threads that tokenize the requests' text (default: one per core); the results"
         " do not depend on it.",
+    ),
+]
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where requests are rendered, tokenized and hashed: local (this process, --jobs"
+        " threads) or ray (Ray tasks over shards of the input; pcache[ray]). Same results.",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        metavar="ADDR",
+        help="--executor ray: the cluster to join (auto: the one running here; default: that"
+        " one, else a local cluster for this run).",
     ),
 ]
 VerboseOpt = Annotated[

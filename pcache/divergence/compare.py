@@ -21,7 +21,7 @@ from pcache.cache.profiles import (
     reusable_tokens,
 )
 from pcache.divergence.classify import Cause, explain, make_cause
-from pcache.pipeline import HashedPrompt, Settings, hash_request
+from pcache.pipeline import HashedPrompt, Settings, hash_requests
 from pcache.prefix import common_prefix_length
 from pcache.prompt.rendered import RenderedPrompt
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_TOKEN_IDS, Request
@@ -86,8 +86,7 @@ def compare(a: Any, b: Any, settings: Settings) -> Comparison:
     """Load, render and hash two requests (paths, bodies, SDK objects), then diff them."""
     from pcache.prompt.inputs import one_request
 
-    hashed_a = hash_request(one_request(a, "A"), settings)
-    hashed_b = hash_request(one_request(b, "B"), settings)
+    hashed_a, hashed_b = hash_requests([one_request(a, "A"), one_request(b, "B")], settings)
     return Comparison(diff(hashed_a, hashed_b), hashed_a, hashed_b)
 
 

@@ -58,16 +58,23 @@ Progress = Callable[[int], None] | None
 
 
 def run_fleet(
-    trace: Trace, options: SimulationOptions, fleet: FleetOptions, progress: Progress = None
+    trace: Trace,
+    options: SimulationOptions,
+    fleet: FleetOptions,
+    progress: Progress = None,
+    simulate: Callable[..., ReplayReport] | None = None,
 ) -> list[ReplayReport]:
-    """One report per (router, replica count) of `fleet`, routers outermost."""
+    """One report per (router, replica count) of `fleet`, routers outermost, each replayed by
+    `simulate` (default `simulate_fleet`; `pcache.replayer.fleet_split` runs each replica's
+    pool as a task of its own, with the same arguments and the same report)."""
     if options.policy not in FLEET_POLICIES:
         raise UsageError(
             f"--replicas applies to --policy vllm and radix (a pool per replica), not"
             f" {options.policy}"
         )
+    simulate = simulate or simulate_fleet
     return [
-        simulate_fleet(
+        simulate(
             trace,
             options,
             count,
@@ -245,6 +252,30 @@ def _simulate_fleet(
         replica_stats.evicted_blocks = pool.evicted_blocks
         replica_stats.peak_used_blocks = pool.peak_used_blocks
     summary.replicas = stats
+    return fleet_report(
+        trace,
+        options,
+        block_size,
+        summary,
+        (query_tokens, hit_tokens, hit_requests),
+        ttfts,
+        ttfts_cold,
+    )
+
+
+def fleet_report(
+    trace: Trace,
+    options: SimulationOptions,
+    block_size: int,
+    summary: FleetSummary,
+    totals: tuple[int, int, int],
+    ttfts: Counter[float],
+    ttfts_cold: Counter[float],
+) -> ReplayReport:
+    """The report of a fleet replay: `totals` are the query tokens, hit tokens and hit
+    requests over every replica (`summary.replicas` holds each one's)."""
+    query_tokens, hit_tokens, hit_requests = totals
+    stats = summary.replicas
     num_requests = len(trace.records)
     return ReplayReport(
         source=trace.source,

@@ -24,7 +24,16 @@ from pcache.pipeline import Settings
 from pcache.replayer.simulate import MAX_CACHE_BLOCKS
 from pcache.traces.record import Trace
 
-SETTINGS_FIELDS = ("tokenizer", "block_size", "hash_algo", "cache_salt", "date")
+SETTINGS_FIELDS = (
+    "tokenizer",
+    "block_size",
+    "hash_algo",
+    "cache_salt",
+    "date",
+    "jobs",
+    "executor",
+    "ray_address",
+)
 """Loose keywords that fill the embedded `Settings`."""
 MAX_SEED = 2**63 - 1
 
@@ -84,6 +93,8 @@ class ReplayOptions:
         check_count("--trace-block-size", self.trace_block_size, 1, MAX_BLOCK_SIZE)
         check_count("--cache-blocks", self.cache_blocks, 1, MAX_CACHE_BLOCKS)
         check_count("--limit", self.limit, 1)
+        if self.settings.executor != "local" and self.mode != "simulate":
+            raise UsageError(f"--executor {self.settings.executor} applies to --simulate")
 
     @classmethod
     def refusal(cls, name: str, flag: str, owners: Sequence[type[ReplayOptions]]) -> str:
@@ -98,13 +109,29 @@ class ReplayOptions:
 
     def read_trace(self, trace: Any, settings: Settings | None = None) -> Trace:
         """The trace (a path, or request bodies in arrival order), read with these options."""
+        import os
+
         from pcache.traces.readers import read_trace
 
+        settings = settings or self.settings
+        is_path = isinstance(trace, str | os.PathLike) and os.fspath(trace) != "-"
+        if is_path and (settings.executor != "local" or os.path.isdir(trace)):
+            from pcache.executors import executor_of
+            from pcache.traces.sharded import read_trace_sharded
+
+            return read_trace_sharded(
+                trace,
+                executor_of(settings.executor, settings.ray_address),
+                trace_format=self.trace_format,
+                strict=self.strict,
+                settings=settings,
+                block_size=self.trace_block_size,
+            )
         return read_trace(
             trace,
             trace_format=self.trace_format,
             strict=self.strict,
-            settings=settings or self.settings,
+            settings=settings,
             block_size=self.trace_block_size,
         )
 
@@ -117,9 +144,10 @@ def build_options(
 ) -> Options:
     """`chosen`'s options from `given` (None: not given), over `base`'s values when given.
 
-    `tokenizer`, `block_size`, `hash_algo`, `cache_salt` and `date` fill `settings`. A field
-    of another of `drivers` is refused (`UsageError`) unless it holds that driver's default;
-    a name no driver knows is a `TypeError`, as for any function.
+    `tokenizer`, `block_size`, `hash_algo`, `cache_salt`, `date`, `jobs`, `executor` and
+    `ray_address` fill `settings`. A field of another of `drivers` is refused (`UsageError`)
+    unless it holds that driver's default; a name no driver knows is a `TypeError`, as for
+    any function.
     """
     own = {item.name: item for item in fields(chosen)}
     values: dict[str, Any] = {}

@@ -11,6 +11,7 @@ its options class and one more entry in `_DRIVERS`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -88,7 +89,7 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
         options = replace(options, calibration=None, ttft=fit.model)
     simulation = options.simulation_options(shape.kv_bytes_per_token)
     simulation = replace(simulation, calibration=used)
-    streamable = options.fleet is None
+    streamable = options.fleet is None and not (isinstance(trace, str) and os.path.isdir(trace))
     if streamable and streams(trace, simulation, options.keep_requests, options.capacity_sweep):
 
         def sized(block_size: int) -> SimulationOptions:
@@ -119,7 +120,16 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
     if options.fleet is not None:  # one pool per replica behind a router
         from pcache.replayer.fleet import run_fleet
 
-        reports = run_fleet(loaded, simulation, options.fleet, progress)
+        simulate_one = None
+        if options.settings.executor != "local":  # each replica's pool: a task of its own
+            from functools import partial
+
+            from pcache.executors import executor_of
+            from pcache.replayer.fleet_split import simulate_fleet_split
+
+            executor = executor_of(options.settings.executor, options.settings.ray_address)
+            simulate_one = partial(simulate_fleet_split, executor=executor)
+        reports = run_fleet(loaded, simulation, options.fleet, progress, simulate_one)
         sweep = options.fleet.is_grid
         return ReplayResult(reports, sweep, shape.name, loaded.skipped, loaded.reordered)
     if options.capacity_sweep:

@@ -167,6 +167,7 @@ class _Run:
         profile = load_profile(options.profile)
         self.settings = LintSettings(renderer, profile, options.block_size, options.date)
         self.renderer = renderer
+        self.options_tokenizer = options.tokenizer
         self.config = config
         self.progress = progress
         selection = options.selection
@@ -193,8 +194,26 @@ class _Run:
         self.ignored: tuple[str, ...] = ()
         self.positions: tuple[tuple[str, int | None], JsonPositions | None] | None = None
         self.observer = options.observer
+        self.executor = None
+        """Where the text of JSONL logs is encoded, when not here (`--executor`)."""
+        if options.executor != "local" and options.renderer is None:
+            from pcache.executors import executor_of
+
+            self.executor = executor_of(options.executor, options.settings.ray_address)
 
     def lint_file(self, path: str) -> None:
+        from pcache.rules.remote_pieces import remote_pieces
+
+        remote = remote_pieces(
+            self.executor, self.renderer, self.options_tokenizer, self.stage.options, path
+        )
+        try:
+            self._lint_file(path, remote)
+        finally:
+            if remote is not None:
+                remote.close()
+
+    def _lint_file(self, path: str, remote) -> None:
         self.summary.files += 1
         self.ignored = tuple(s.upper() for s in self.config.ignored_for(path))
         started = time.perf_counter()
@@ -202,6 +221,8 @@ class _Run:
             self.seconds["read"] += time.perf_counter() - started
             started = time.perf_counter()
             chats = [item for item in chunk if isinstance(item, Request) and is_chat(item)]
+            if remote is not None and chats:
+                remote.reach(chats[-1].line)
             texts = dict(zip(map(id, chats), self.stage.prepare(chats), strict=True))
             self.seconds["render"] += time.perf_counter() - started
             for item in chunk:

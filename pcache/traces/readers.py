@@ -162,26 +162,61 @@ def record_of_request(
     )
 
 
-def _request_converter(settings: Any) -> Callable[..., TraceRecord]:
-    """Renders request bodies with the real tokenizer (`settings`: pipeline Settings)."""
+def _request_converter(settings: Any) -> Callable[..., list[TraceRecord | Exception]]:
+    """Renders chunks of request bodies with the real tokenizer (`settings`: pipeline
+    Settings): the chunk's templates on this thread, then its new text encoded in one batch
+    on `settings.jobs` threads (`pcache.pipeline.RenderStage`); the ids are those of
+    rendering each request alone."""
+    from pcache.pipeline import RenderStage
     from pcache.prompt.render import prompt_token_ids, resolve_renderer
-    from pcache.prompt.request import request_from_document
+    from pcache.prompt.request import KIND_PROMPT, KIND_TOKEN_IDS, request_from_document
     from pcache.prompt.segment_cache import SegmentCachedRenderer
 
-    renderer = None
+    options = settings.render_options()
+    stages: list = []
 
-    def convert(value: Any, source: str, index: int, line: int | None) -> TraceRecord:
-        request = request_from_document(value, source, line)
-        if request.token_ids is not None:
-            token_ids = list(request.token_ids)
-        else:
-            nonlocal renderer
-            if renderer is None:
-                renderer = SegmentCachedRenderer(resolve_renderer(settings.tokenizer))
-            token_ids = prompt_token_ids(request, renderer, settings.render_options())
-        record = record_of_request(request, token_ids, index, settings.cache_salt)
-        record.line = line
-        return record
+    def stage_of():
+        if not stages:  # the tokenizer is loaded at the first request that needs it
+            renderer = SegmentCachedRenderer(resolve_renderer(settings.tokenizer))
+            stages.append(RenderStage(renderer, options, settings.jobs))
+        return stages[0]
+
+    def convert(entries: list[tuple[int | None, Any]], source: str) -> list:
+        """One record, or the exception its line raised, per (line, value), in order."""
+        requests: list = []
+        for line, value in entries:
+            try:
+                requests.append(request_from_document(value, source, line))
+            except (ValueError, InputError) as failure:
+                requests.append(failure)
+        templated = [
+            item
+            for item in requests
+            if not isinstance(item, Exception) and item.kind not in (KIND_PROMPT, KIND_TOKEN_IDS)
+        ]
+        texts = {}
+        if templated:
+            texts = dict(zip(map(id, templated), stage_of().prepare(templated), strict=True))
+        results: list = []
+        for (line, _), request in zip(entries, requests, strict=True):
+            if isinstance(request, Exception):
+                results.append(request)
+                continue
+            try:
+                text = texts.get(id(request))
+                if request.token_ids is not None:
+                    token_ids = list(request.token_ids)
+                elif text is not None:
+                    token_ids = stage_of().renderer.encode(text[0])
+                else:
+                    token_ids = prompt_token_ids(request, stage_of().renderer, options)
+            except (ValueError, InputError) as failure:
+                results.append(failure)
+                continue
+            record = record_of_request(request, token_ids, 0, settings.cache_salt)
+            record.line = line
+            results.append(record)
+        return results
 
     return convert
 
@@ -206,35 +241,53 @@ def _joined_text(request: Any) -> str:
 
 
 def _read_request_records(entries: Iterator, trace: Trace, strict: bool, settings: Any) -> None:
-    """Request bodies, rendered and tokenized, into `trace.records`."""
-    convert_request = None
-    source = trace.source
-    for entry in entries:
+    """Request bodies, rendered and tokenized in chunks, into `trace.records`."""
+    from pcache.pipeline import RENDER_CHUNK, Settings
+
+    convert = _request_converter(settings or Settings())
+    chunk: list[tuple[int | None, Any]] = []
+    for entry in itertools.chain(entries, (None,)):
+        if entry is not None and not isinstance(entry, InputError):
+            chunk.append(entry)
+            if len(chunk) < RENDER_CHUNK:
+                continue
+        if chunk:
+            add_request_records(trace, chunk, convert(chunk, trace.source), strict)
+            chunk = []
         if isinstance(entry, InputError):
             trace.skipped.append(str(entry))
-            continue
-        line, value = entry
-        try:
-            if convert_request is None:
-                from pcache.pipeline import Settings
 
-                convert_request = _request_converter(settings or Settings())
-            record = convert_request(value, source, len(trace.records), line)
-        except (ValueError, InputError) as failure:
-            if isinstance(failure, InputError):
-                if strict:
-                    raise
-                message = str(failure)
+
+def add_request_records(
+    trace: Trace,
+    entries: list[tuple[int | None, Any]],
+    converted: list,
+    strict: bool,
+    failures: list[InputError] | None = None,
+) -> None:
+    """Append the records of converted request lines to `trace` (numbered in order), and the
+    reason of each line that failed to `trace.skipped` (`strict`: raise the first; `failures`:
+    the error `strict` would raise, for each line that failed)."""
+    source = trace.source
+    for (line, value), result in zip(entries, converted, strict=True):
+        if isinstance(result, Exception):
+            if isinstance(result, InputError):
+                failure = result
+                message = str(result)
             else:
-                if strict:
-                    raise InputError(source, str(failure), line) from None
-                message = _skip_message(source, line, failure)
+                failure = InputError(source, str(result), line)
+                message = _skip_message(source, line, result)
+            if strict:
+                raise failure from None
+            if failures is not None:
+                failures.append(failure)
             trace.skipped.append(message)
             continue
         trace.has_timestamps = trace.has_timestamps or (
             isinstance(value, dict) and "timestamp" in value
         )
-        trace.records.append(record)
+        result.index = len(trace.records)
+        trace.records.append(result)
 
 
 def no_valid_records(trace: Trace) -> str:
