@@ -21,10 +21,10 @@ from pcache.cli.options import (
     DateOpt,
     ExecutorOpt,
     JobsOpt,
+    RayAddressOpt,
     ReplicasOpt,
     RouterOpt,
     RouterParamOpt,
-    RayAddressOpt,
     VerboseOpt,
     say_encoder,
 )
