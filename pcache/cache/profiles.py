@@ -75,6 +75,26 @@ def model_value(name: str, key: str, model: str | None) -> Any:
     return None
 
 
+TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def longest_ttl_seconds(name: str) -> float | None:
+    """The longest time profile `name`'s cache keeps an unused prefix under any option the data
+    file lists (`ttl_seconds`, `ttl_values` such as "1h", retention and explicit-cache
+    lifetimes); None: no lifetime (engines evict by memory pressure)."""
+    entry = profile_data()["profiles"].get(name, {})
+    found: list[float] = []
+    for key in ("ttl_seconds", "explicit_cache_ttl_seconds"):
+        if key in entry:
+            found.append(float(entry[key]["value"]))
+    for text in entry.get("ttl_values", {}).get("value", []):
+        found.append(float(text[:-1]) * TTL_UNITS[text[-1]])
+    for key, value in entry.get("retention", {}).items():
+        if key != "note":
+            found.append(float(value["value"]))
+    return max(found, default=None)
+
+
 def profile_for_model(name: str, model: str | None) -> Profile:
     """Profile `name` with the minimum prefix of `model` where the data file lists one."""
     from dataclasses import replace

@@ -11,7 +11,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from pcache.cache.profiles import load_profile
+from pcache.cache.profiles import load_profile, longest_ttl_seconds
 from pcache.divergence.classify import explain
 from pcache.errors import InputError, UsageError
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
@@ -177,7 +177,8 @@ class _Run:
         self.report_parse_errors = selection.is_selected(PARSE_ERROR.code)
         self.template_location = options.tokenizer if options.renderer is None else renderer.name
         self.speaks_for_template = options.speaks_for_template
-        self.tracker = SessionTracker()
+        lifetime = longest_ttl_seconds(profile.name)
+        self.tracker = SessionTracker(lifetime_ms=None if lifetime is None else lifetime * 1000.0)
         self.app = AppState()
         self.costs = Costs(profile, options.block_size)
         self.findings_of: dict[tuple[int, str], Diagnostic] = {}
@@ -247,6 +248,7 @@ class _Run:
             self._parse_error(failure)
 
     def lint_request(self, request: Request, text=None) -> None:
+        self.tracker.close_idle(request.timestamp)
         assignment = self.tracker.assign(request)
         current = RequestContext(request, self.settings, assignment.session, text)
         previous: RequestContext | None = assignment.previous
@@ -322,7 +324,7 @@ class _Run:
         )
         summary = self.summary
         reported: set[str] = set()
-        number = len(self.costs.earlier) - 1
+        number = self.costs.num_settled - 1
         for charge in settled.charges:  # reported rules only (`Costs.settle`)
             diagnostic = self._report_divergence(charge, current, previous)
             diagnostic.tokens_reprefilled += charge.tokens
