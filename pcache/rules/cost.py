@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pcache.cache.profiles import longest_ttl_seconds
+from pcache.cache.profiles import ModelMinimums, longest_ttl_seconds
 from pcache.cache.reuse import Match, PrefixIndex, reusable
 from pcache.divergence.classify import Divergence
 from pcache.rules.splice import Edit, apply, from_original, splice, to_original
@@ -215,6 +215,9 @@ class Costs:
 
     def __init__(self, profile: Profile, block_size: int):
         self.profile = profile
+        self.models = ModelMinimums(profile)
+        """The profile of each request's model (its minimum prefix, where the data file lists
+        one by model)."""
         lifetime = longest_ttl_seconds(profile.name)
         self.index = PrefixIndex(block_size, None if lifetime is None else lifetime * 1000.0)
         """Forgets a prefix no request used for the profile's longest cache lifetime, when the
@@ -269,9 +272,10 @@ class Costs:
         tokens = current.token_ids
         namespace = current.request.cache_salt
         size = self.index.block_size
+        profile = self.models.of(current.request.model)
         actual = walk(
             self.index,
-            self.profile,
+            profile,
             tokens,
             namespace,
             self.earlier,
@@ -281,7 +285,7 @@ class Costs:
             content,
             found,
         )
-        reused = reusable(self.profile, found.length, len(tokens), size)
+        reused = reusable(profile, found.length, len(tokens), size)
         fixed = self._fixed(current, actual, classify, content, reports)
         lost = len(tokens) - reused
         saved = min(lost, lost - (len(fixed.tokens) - fixed.reused))
@@ -373,6 +377,7 @@ class Costs:
         """The request in the fixed log, replayed through the fixed log's cache."""
         tokens = current.token_ids
         namespace = current.request.cache_salt
+        profile = self.models.of(current.request.model)
         undone_all = all(reports(charge.rule) for charge in actual.charges)
         if self.fixed_index is None and undone_all:
             fixed = actual  # the fixed log is the log so far: the same walk
@@ -384,7 +389,7 @@ class Costs:
             plain = self.fixed_index.match(tokens, namespace)
             fixed = walk(
                 self.fixed_index,
-                self.profile,
+                profile,
                 tokens,
                 namespace,
                 self.earlier,
@@ -394,7 +399,7 @@ class Costs:
                 content,
                 plain,
             )
-            plain_reused = reusable(self.profile, plain.length, len(tokens), self.index.block_size)
+            plain_reused = reusable(profile, plain.length, len(tokens), self.index.block_size)
             if len(tokens) - plain_reused < len(fixed.tokens) - fixed.reused:
                 fixed = Walk(tokens, plain, plain_reused, [], [], [])  # undoing cannot help here
         if self.fixed_index is not None:

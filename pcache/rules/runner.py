@@ -359,7 +359,7 @@ class _Run:
             current.request,
             len(current.token_ids),
             settled.reused,
-            self.costs.profile,
+            self.costs.models.of(current.request.model),
             summary.block_size,
             previous.request if previous is not None else None,
         )
