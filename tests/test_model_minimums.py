@@ -10,7 +10,8 @@ import pytest
 
 from pcache.cache.profiles import ModelMinimums, load_profile, model_value
 
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima ".split()
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
+WORDS += ("golf", "hotel", "india", "juliet", "kilo", "lima")
 
 
 def _system(words: int) -> str:
@@ -139,8 +140,10 @@ def test_replay_simulate_takes_the_models_minimum(cli, tmp_path, profile, shape,
         assert result.exit_code == 0, result.output
         reports.append(json.loads(result.stdout))
     assert reports[0]["hit_tokens"] == 0
-    assert reports[1]["hit_tokens"] == shared == _lint(cli, above, profile)["summary"][
-        "reusable_tokens"
-    ]
+    assert (
+        reports[1]["hit_tokens"]
+        == shared
+        == _lint(cli, above, profile)["summary"]["reusable_tokens"]
+    )
     chosen = reports[1]["bill"]["min_tokens_by_model"][model]
     assert chosen["min_tokens"] == minimum and chosen["from"].startswith("models.min_tokens[")
