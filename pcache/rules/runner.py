@@ -39,7 +39,7 @@ from pcache.rules.context import (
     SessionHead,
     is_chat,
 )
-from pcache.rules.cost import MIN_SHARED_CONTENT, Charge, Costs, Earlier
+from pcache.rules.cost import FORGET_EVERY, MIN_SHARED_CONTENT, Charge, Costs, Earlier
 from pcache.rules.divergence_findings import divergence_violation
 from pcache.rules.fixes import fix_files
 from pcache.rules.selection import Selection
@@ -48,6 +48,9 @@ from pcache.rules.summary import LintReport, LintSummary, RuleTotal
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson")
 KEEP_RENDERED = 512
+KEEP_FINDINGS = 10_000
+"""Findings listed at most; later ones are counted in the rule totals and the summary
+(`findings_not_listed`), so a log with a finding in every conversation keeps bounded memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +197,7 @@ class _Run:
         self.ignored: tuple[str, ...] = ()
         self.positions: tuple[tuple[str, int | None], JsonPositions | None] | None = None
         self.observer = options.observer
+        self.failing_not_listed = 0
 
     def lint_file(self, path: str) -> None:
         self.summary.files += 1
@@ -351,6 +355,8 @@ class _Run:
                 rounded = 0
         for reason, tokens in settled.unattributed.items():
             summary.unattributed[reason] += tokens
+        if self.findings_of and number % FORGET_EVERY == 0:
+            self._forget_findings()
         summary.unattributed["partial_blocks"] += rounded
         summary.requests += 1
         summary.prompt_tokens += len(current.token_ids)
@@ -366,6 +372,18 @@ class _Run:
         summary.prompt_tokens_if_fixed += settled.fixed_tokens
         summary.reusable_tokens_if_fixed += settled.fixed_reused
         summary.requests_changed_if_fixed += settled.changed
+
+    def _forget_findings(self) -> None:
+        """Forget the findings no held request can credit any more (the origins of the edits
+        the cached requests carry): the table follows the cache, not the log."""
+        live = {
+            edit.origin
+            for held in self.costs.earlier.values()
+            for edit in held.edits
+            if edit.origin is not None
+        }
+        for key in [key for key in self.findings_of if key[0] not in live]:
+            del self.findings_of[key]
 
     def _report_divergence(self, charge: Charge, current: RequestContext, previous) -> Diagnostic:
         violation = divergence_violation(charge, current, previous)
@@ -430,10 +448,16 @@ class _Run:
             fix_title=violation.fix_title,
             fixable=violation.fixable and request.source.endswith(".json"),
         )
+        self._total(rule).count += 1
+        if len(self.diagnostics) >= KEEP_FINDINGS:
+            diagnostic.listed = False  # counted in the totals, not kept
+            self.summary.findings_not_listed += 1
+            if diagnostic.severity != "info" or diagnostic.code in self.explicit:
+                self.failing_not_listed += 1
+            return diagnostic
         self.diagnostics.append(diagnostic)
         if violation.group is not None:
             self.groups[violation.group] = diagnostic
-        self._total(rule).count += 1
         return diagnostic
 
     def _total(self, rule: Rule) -> RuleTotal:
@@ -462,7 +486,7 @@ class _Run:
         self.summary.rules = [self.totals[code] for code in sorted(self.totals)]
         self.summary.stage_seconds = {k: round(v, 3) for k, v in self.seconds.items()}
         self.diagnostics.sort(key=Diagnostic.sort_key)
-        failing = sum(
+        failing = self.failing_not_listed + sum(
             1 for d in self.diagnostics if d.severity != "info" or d.code in self.explicit
         )
         return LintReport(self.diagnostics, self.summary, failing)

@@ -56,6 +56,8 @@ class LintSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     observed: ObservedUsage = field(default_factory=ObservedUsage)
     """The log's own cached-token counts beside the prediction (`requests` 0: none reported)."""
+    findings_not_listed: int = 0
+    """Findings past the first `KEEP_FINDINGS` the run lists (in the rule totals only)."""
 
     @property
     def reprefilled_tokens(self) -> int:
@@ -108,6 +110,11 @@ class LintSummary:
             "fixed_files": self.fixed_files,
             **({"skipped_tables": self.skipped_tables} if self.skipped_tables else {}),
             **({"observed": self.observed.as_dict()} if self.observed.requests else {}),
+            **(
+                {"findings_not_listed": self.findings_not_listed}
+                if self.findings_not_listed
+                else {}
+            ),
         }
 
 
