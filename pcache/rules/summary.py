@@ -20,7 +20,8 @@ class RuleTotal:
 IF_FIXED_ASSUMES = (
     "each reported divergence undone (the request repeats what the earlier request holding"
     " its longest cached prefix has there, in the fixed log), then the log replayed through"
-    " an unlimited cache"
+    " an unlimited cache (that forgets a prefix unused for longer than the profile's longest"
+    " cache lifetime, when the profile has one and the requests have timestamps)"
 )
 UNATTRIBUTED = ("first_request", "new_content", "partial_blocks", "unreported")
 """Re-prefilled tokens no finding is charged: a cache namespace's first request, content no
