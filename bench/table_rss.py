@@ -1,26 +1,41 @@
-"""Peak memory of reading a Parquet table of request bodies, by row count.
+"""Peak memory of reading, or linting, a Parquet table of request bodies, by row count.
 
     python bench/table_rss.py 100000 1000000            # read every request (parse + normalize)
-    python bench/table_rss.py --lint 10000 40000        # `pcache lint` over the table
+    python bench/table_rss.py --lint 100000 1000000     # `pcache lint` over the table
+    python bench/table_rss.py --lint --keep /tmp/pq 100000 1000000   # keep the tables there
 
-Each size is written once to a temporary Parquet file (row groups of 50,000 rows; ten-request
-conversations with a shared system prompt), then read in a fresh process whose peak RSS
-(GNU time's `%M`) is printed with the wall time and the load average.
+The table has the shape of an agent's log: conversations of 2 to 12 turns (each request sends
+the shared system prompt, the history so far and one new user turn), a new conversation every
+`--arrival` seconds and a turn every 20 to 60 seconds, rows in timestamp order (conversations
+interleave), each row its own recorder line `{session_id, timestamp, body}`. Each size is
+written once (row groups of 50,000 rows; reused from `--keep` when already there), then read in
+a fresh process whose peak RSS (GNU time's `%M`) is printed with the wall time and the load
+average.
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP_ROWS = 50_000
+START_MS = 1_790_000_000_000.0
+SYSTEM = (
+    "You are the support assistant of ACME Corp. Answer questions about orders, shipping,"
+    " returns, invoices and accounts. Be brief and exact; quote order numbers as given; never"
+    " promise refunds; hand over to a person when the customer asks for one. "
+) * 4
+TOPICS = ("order", "invoice", "return", "parcel", "account", "refund", "address", "voucher")
 READ = (
     "import sys\n"
     "from pcache.prompt.inputs import iter_requests\n"
@@ -29,26 +44,61 @@ READ = (
 )
 
 
-def write_table(rows: int, path: Path) -> None:
+def conversation_rows(session: int, start_ms: float, chooser: random.Random):
+    """(timestamp, line) of each request of one conversation."""
+    turns = chooser.randint(2, 12)
+    messages: list[dict[str, str]] = [{"role": "system", "content": SYSTEM}]
+    moment = start_ms
+    for turn in range(turns):
+        topic = TOPICS[chooser.randrange(len(TOPICS))]
+        number = chooser.randrange(10**6)
+        messages.append({"role": "user", "content": f"Turn {turn}: where is my {topic} {number}?"})
+        line = {
+            "session_id": f"c{session}",
+            "timestamp": moment,
+            "body": {"model": "gpt-5", "messages": list(messages)},
+        }
+        yield moment, json.dumps(line)
+        messages.append(
+            {"role": "assistant", "content": f"Your {topic} {number} is on its way ({turn})."}
+        )
+        moment += chooser.uniform(20_000.0, 60_000.0)
+
+
+def rows_in_time_order(rows: int, arrival_s: float, seed: int = 0) -> Iterator[str]:
+    """`rows` recorder lines in timestamp order, conversations interleaved."""
+    chooser = random.Random(seed)
+    pending: list[tuple[float, int, str]] = []
+    conversations: list[Iterator[tuple[float, str]]] = []
+    session = 0
+    emitted = 0
+    next_start = START_MS
+    while emitted < rows:
+        while not pending or next_start <= pending[0][0]:
+            conversation = conversation_rows(session, next_start, chooser)
+            conversations.append(conversation)
+            moment, line = next(conversation)
+            heapq.heappush(pending, (moment, session, line))
+            session += 1
+            next_start += arrival_s * 1000.0
+        moment, owner, line = heapq.heappop(pending)
+        yield line
+        emitted += 1
+        following = next(conversations[owner], None)
+        if following is not None:
+            heapq.heappush(pending, (following[0], owner, following[1]))
+        else:
+            conversations[owner] = iter(())
+
+
+def write_table(rows: int, path: Path, arrival_s: float) -> None:
     import pyarrow as pa
     import pyarrow.parquet as parquet
 
     writer = None
+    lines = rows_in_time_order(rows, arrival_s)
     for start in range(0, rows, GROUP_ROWS):
-        bodies = []
-        for index in range(start, min(rows, start + GROUP_ROWS)):
-            session = index // 10
-            line = {
-                "session_id": f"s{session}",
-                "body": {
-                    "model": "gpt-5",
-                    "messages": [
-                        {"role": "system", "content": "You are the assistant of ACME support."},
-                        {"role": "user", "content": f"Question {index % 10} of {session}"},
-                    ],
-                },
-            }
-            bodies.append(json.dumps(line))
+        bodies = [next(lines) for _ in range(min(rows, start + GROUP_ROWS) - start)]
         table = pa.table({"body": bodies})
         if writer is None:
             writer = parquet.ParquetWriter(path, table.schema)
@@ -57,11 +107,11 @@ def write_table(rows: int, path: Path) -> None:
     writer.close()
 
 
-def measure(path: Path, lint: bool) -> tuple[float, float, str]:
+def measure(path: Path, lint: bool, profile: str) -> tuple[float, float, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if lint:
         command = [sys.executable, "-m", "pcache", "lint", str(path), "-t", "o200k_base"]
-        command += ["--format", "concise", "--exit-zero"]
+        command += ["--profile", profile, "--format", "concise", "--exit-zero"]
     else:
         command = [sys.executable, "-c", READ, str(path)]
     started = time.perf_counter()
@@ -71,22 +121,30 @@ def measure(path: Path, lint: bool) -> tuple[float, float, str]:
     seconds = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
     peak_kib = int(done.stderr.strip().splitlines()[-1])
-    return peak_kib / 1024, seconds, done.stdout.strip().splitlines()[-1]
+    lines = done.stdout.strip().splitlines()
+    return peak_kib / 1024, seconds, f"{len(lines)} output lines"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("rows", type=int, nargs="+")
     parser.add_argument("--lint", action="store_true")
+    parser.add_argument("--profile", default="openai")
+    parser.add_argument("--arrival", type=float, default=2.0, help="seconds between sessions")
+    parser.add_argument("--keep", type=Path, help="folder to write the tables to and keep")
     arguments = parser.parse_args()
-    with tempfile.TemporaryDirectory() as directory:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = arguments.keep or Path(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
         for rows in arguments.rows:
-            path = Path(directory) / f"t{rows}.parquet"
-            write_table(rows, path)
-            peak_mib, seconds, last = measure(path, arguments.lint)
+            path = folder / f"agent-{rows}-{arguments.arrival:g}s.parquet"
+            if not path.exists():
+                write_table(rows, path, arguments.arrival)
+            peak_mib, seconds, last = measure(path, arguments.lint, arguments.profile)
             load = " ".join(f"{value:.2f}" for value in os.getloadavg())
             print(f"rows={rows} peak_rss={peak_mib:.0f} MiB wall={seconds:.1f}s load={load} {last}")
-            path.unlink()
+            if arguments.keep is None:
+                path.unlink()
 
 
 if __name__ == "__main__":

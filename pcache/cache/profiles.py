@@ -6,7 +6,7 @@ does this cache reuse, given the length of their common token prefix?
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -61,9 +61,10 @@ def load_profile(name: str) -> Profile:
     )
 
 
-def model_value(name: str, key: str, model: str | None) -> Any:
-    """A per-model value of profile `name` (`models.<key>`, longest model-name prefix that
-    `model` starts with, after any `provider/` or region prefix), or None."""
+def model_entry(name: str, key: str, model: str | None) -> tuple[str, Any] | None:
+    """(prefix, value) of a per-model value of profile `name` (`models.<key>`, the longest
+    model-name prefix that `model` starts with, after any `provider/` or region prefix), or
+    None when the data file lists none for the model."""
     table = profile_data()["profiles"].get(name, {}).get("models", {}).get(key)
     if not model or not isinstance(table, dict):
         return None
@@ -71,17 +72,85 @@ def model_value(name: str, key: str, model: str | None) -> Any:
     for candidate in (tail, tail.split(".", 1)[-1] if tail.count(".") > 1 else tail):
         found = [prefix for prefix in table if candidate.startswith(prefix)]
         if found:
-            return table[max(found, key=len)]["value"]
+            prefix = max(found, key=len)
+            return prefix, table[prefix]["value"]
     return None
+
+
+def model_value(name: str, key: str, model: str | None) -> Any:
+    """A per-model value of profile `name` (`model_entry`), or None."""
+    entry = model_entry(name, key, model)
+    return None if entry is None else entry[1]
+
+
+def has_model_minimums(name: str) -> bool:
+    """Whether the data file lists minimum prefixes by model for profile `name`."""
+    table = profile_data()["profiles"].get(name, {}).get("models", {}).get("min_tokens")
+    return isinstance(table, dict) and bool(table)
 
 
 def profile_for_model(name: str, model: str | None) -> Profile:
     """Profile `name` with the minimum prefix of `model` where the data file lists one."""
-    from dataclasses import replace
-
     profile = load_profile(name)
     minimum = model_value(name, "min_tokens", model)
     return profile if minimum is None else replace(profile, min_tokens=minimum)
+
+
+@dataclass(slots=True)
+class ModelMinimums:
+    """The profile each request's model gets: the minimum prefix of the data file's per-model
+    table (longest matching prefix of the model name) when it lists the model, else the
+    profile's default; remembers which was assumed for each model seen."""
+
+    profile: Profile
+    chosen: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Model (or "" for none) -> (minimum tokens, `models.min_tokens[PREFIX]` or "default")."""
+    _profiles: dict[str | None, Profile] = field(default_factory=dict, repr=False)
+    _listed: bool | None = field(default=None, repr=False)
+
+    def of(self, model: str | None) -> Profile:
+        """The profile of a request for `model`."""
+        found = self._profiles.get(model)
+        if found is not None:
+            return found
+        if self._listed is None:
+            self._listed = has_model_minimums(self.profile.name)
+        found = self.profile
+        if self._listed:
+            entry = model_entry(self.profile.name, "min_tokens", model)
+            if entry is None:
+                self.chosen[model or ""] = (found.min_tokens, "default")
+            else:
+                found = replace(found, min_tokens=entry[1])
+                self.chosen[model or ""] = (entry[1], f"models.min_tokens[{entry[0]}]")
+        self._profiles[model] = found
+        return found
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        return {
+            model: {"min_tokens": tokens, "from": source}
+            for model, (tokens, source) in sorted(self.chosen.items())
+        }
+
+
+TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def longest_ttl_seconds(name: str) -> float | None:
+    """The longest time profile `name`'s cache keeps an unused prefix under any option the data
+    file lists (`ttl_seconds`, `ttl_values` such as "1h", retention and explicit-cache
+    lifetimes); None: no lifetime (engines evict by memory pressure)."""
+    entry = profile_data()["profiles"].get(name, {})
+    found: list[float] = []
+    for key in ("ttl_seconds", "explicit_cache_ttl_seconds"):
+        if key in entry:
+            found.append(float(entry[key]["value"]))
+    for text in entry.get("ttl_values", {}).get("value", []):
+        found.append(float(text[:-1]) * TTL_UNITS[text[-1]])
+    for key, value in entry.get("retention", {}).items():
+        if key != "note":
+            found.append(float(value["value"]))
+    return max(found, default=None)
 
 
 def assumption(profile: Profile, block_size: int) -> str:

@@ -10,11 +10,18 @@ counts, no free queue, no eviction). `tests/test_reuse_index.py` proves the two 
 longest prefix inside the next block among the continuations earlier prompts had there: those are
 kept sorted, and the longest common prefix of a sequence with a sorted set is found at one of its
 two neighbours in that order, so the match is exact to the token.
+
+A hosted cache forgets a prefix no request used for its lifetime. Given one (`lifetime_ms`, the
+longest the profile allows) and the requests' timestamps, the index stamps every node a prompt
+goes through and `expire(now)` forgets those untouched for longer, oldest first (a node is never
+stamped later than the nodes before it, so a subtree goes with its root): what it holds follows
+the distinct content of one lifetime, not the length of the log.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -53,9 +60,16 @@ class Match:
 class PrefixIndex:
     """Every prompt inserted so far: the longest token prefix a new prompt shares with one."""
 
-    def __init__(self, block_size: int):
+    def __init__(self, block_size: int, lifetime_ms: float | None = None):
         assert block_size >= 1
+        assert lifetime_ms is None or lifetime_ms > 0
         self.block_size = block_size
+        self.lifetime_ms = lifetime_ms
+        """Forget nodes no prompt went through for this long (None: never)."""
+        self.clock: float | None = None
+        """The latest timestamp inserted (prompts without one are stamped with it)."""
+        self.touched: OrderedDict[object, tuple[float, int, tuple[int, ...]]] = OrderedDict()
+        """(stamp, parent, continuation) of each stamped node, least recently used first."""
         self.blocks: set[int] = set()
         self.children: dict[int, list[tuple[int, ...]]] = {}
         """Sorted distinct continuations (at most one block) after each chain of full blocks."""
@@ -64,7 +78,9 @@ class PrefixIndex:
         self.num_prompts = 0
 
     def copy(self) -> PrefixIndex:
-        other = PrefixIndex(self.block_size)
+        other = PrefixIndex(self.block_size, self.lifetime_ms)
+        other.clock = self.clock
+        other.touched = OrderedDict(self.touched)
         other.blocks = set(self.blocks)
         other.children = {parent: list(kids) for parent, kids in self.children.items()}
         other.holders = dict(self.holders)
@@ -103,8 +119,9 @@ class PrefixIndex:
                 holder = self.holders.get(key, holder)
         return Match(length, blocks, tail, index, parent, chain, holder)
 
-    def insert(self, match: Match) -> int:
-        """Remember the prompt `match` was computed for; returns its number (0, 1, ...)."""
+    def insert(self, match: Match, now: float | None = None) -> int:
+        """Remember the prompt `match` was computed for (sent at `now`, ms, when known);
+        returns its number (0, 1, ...)."""
         number = self.num_prompts
         parent = match.parent
         created = []
@@ -117,10 +134,65 @@ class PrefixIndex:
         holders = self.holders
         holders.update(dict.fromkeys(match.chain, number))
         holders.update(dict.fromkeys(created, number))
-        if match.tail and add_child(parent, match.tail):
+        tail_added = bool(match.tail) and add_child(parent, match.tail)
+        if tail_added:
             holders[(parent, match.tail)] = number  # (a prefix of a longer one keeps its holder)
+        if self.lifetime_ms is not None:
+            self._stamp(match, created, now, tail_added)
         self.num_prompts += 1
         return number
+
+    def _stamp(self, match: Match, created: list[int], now: float | None, tail: bool) -> None:
+        """Mark the nodes the prompt went through as used at `now` (or the latest time seen);
+        a node keeps the parent and continuation it was created with."""
+        if now is not None and (self.clock is None or now > self.clock):
+            self.clock = now
+        if self.clock is None:
+            return  # no timestamp yet: nothing can expire
+        stamp, touched = self.clock, self.touched
+        for chained in match.chain:
+            entry = touched.get(chained)
+            if entry is not None:  # (a node made before any timestamp is never forgotten)
+                touched[chained] = (stamp, entry[1], entry[2])
+                touched.move_to_end(chained)
+        parent = match.parent
+        for chained, block in zip(created, match.blocks[match.matched_blocks :], strict=True):
+            touched[chained] = (stamp, parent, block)
+            touched.move_to_end(chained)
+            parent = chained
+        if tail:
+            key = (parent, match.tail)
+            touched[key] = (stamp, parent, match.tail)
+            touched.move_to_end(key)
+
+    def expire(self, now: float | None) -> int:
+        """Forget the nodes no prompt went through for longer than the lifetime before `now`
+        (ms; None: the latest time inserted); returns how many."""
+        if self.lifetime_ms is None:
+            return 0
+        moment = now if self.clock is None or (now is not None and now > self.clock) else self.clock
+        if moment is None:
+            return 0
+        cutoff = moment - self.lifetime_ms
+        touched, children, holders, blocks = self.touched, self.children, self.holders, self.blocks
+        forgotten = 0
+        while touched:
+            key, (stamp, parent, kid) = next(iter(touched.items()))
+            if stamp >= cutoff:
+                break
+            del touched[key]
+            holders.pop(key, None)
+            blocks.discard(key)  # type: ignore[arg-type]
+            children.pop(key, None)
+            kids = children.get(parent)
+            if kids is not None:
+                at = bisect_left(kids, kid)
+                if at < len(kids) and kids[at] == kid:
+                    del kids[at]
+                if not kids:
+                    del children[parent]
+            forgotten += 1
+        return forgotten
 
     def live_holders(self) -> set[int]:
         """The prompts a match can still name as its holder (the others were passed by later
@@ -150,6 +222,8 @@ class PrefixIndex:
 
     def check_integrity(self) -> None:
         assert all(0 <= number < self.num_prompts for number in self.holders.values())
+        stamps = [stamp for stamp, _, _ in self.touched.values()]
+        assert stamps == sorted(stamps), "least recently used first"
         for kids in self.children.values():
             assert kids == sorted(kids) and all(0 < len(kid) <= self.block_size for kid in kids)
             assert all(b[: len(a)] != a for a, b in pairwise(kids))

@@ -148,6 +148,12 @@ def _footer(report, brief: bool) -> None:
             f" {_count(summary.sessions, 'session')}.{hint}",
             markup=False,
         )
+        if summary.findings_not_listed:
+            stdout.print(
+                f"{_count(summary.findings_not_listed, 'more finding')} not listed (the first"
+                f" {total:,} are); the totals by rule count them all.",
+                markup=False,
+            )
     if brief:
         _observed(summary, brief)
         return

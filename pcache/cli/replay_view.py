@@ -133,6 +133,7 @@ def render(result: ReplayResult, format: str) -> None:
                 f" ({bill.saved_fraction:.1%} saved)",
             )
         )
+        rows.extend(_minimum_rows(bill.min_tokens_by_model))
     if report.observed_cached_tokens is not None:
         rows.append(("observed cached tokens", f"{report.observed_cached_tokens:,}", "from usage"))
     if report.skipped_lines:
@@ -419,3 +420,21 @@ def _bytes(count: float) -> str:
             return f"{count:,.0f} {unit}" if unit == "B" else f"{count:,.1f} {unit}"
         count /= 1024
     return f"{count:.1f} TiB"
+
+
+MAX_MODEL_ROWS = 5
+
+
+def _minimum_rows(by_model: dict) -> list[tuple[str, str, str]]:
+    """The minimum prefix assumed per model (the first few models, then how many more)."""
+    rows = []
+    for number, (model, chosen) in enumerate(sorted(by_model.items())):
+        if number == MAX_MODEL_ROWS:
+            more = f"{len(by_model) - MAX_MODEL_ROWS:,} more models"
+            rows.append(("", more, "see --format json"))
+            break
+        source = chosen["from"]
+        origin = "the profile's default (model not listed)" if source == "default" else source
+        label = "minimum prefix" if number == 0 else ""
+        rows.append((label, f"{chosen['min_tokens']:,}", f"{model or '(no model)'}: {origin}"))
+    return rows

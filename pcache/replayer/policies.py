@@ -33,7 +33,7 @@ from typing import Any
 from pcache.cache.block_pool import BlockPool
 from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import KVCacheManager, cdiv
-from pcache.cache.profiles import Profile, reusable_tokens
+from pcache.cache.profiles import ModelMinimums, Profile, reusable_tokens
 from pcache.cache.radix import RadixCache, RadixNode
 from pcache.cache.request import CacheRequest
 from pcache.traces.record import TraceRecord
@@ -424,14 +424,17 @@ class ProviderPolicy(RadixPolicy):
         super().__init__(None, block_size, ttl, unit_tokens)
         self.profile = profile
         self.name = profile.name
+        self.models = ModelMinimums(profile)
+        """The minimum prefix of each record's model (request logs name one)."""
 
     def admit(self, record: TraceRecord, now: float) -> Admission | None:
         admission = super().admit(record, now)
         assert admission is not None
         common = admission.cached_tokens
-        breakpoints = (common,) if self.profile.granularity == "breakpoint" else ()
+        profile = self.models.of(record.model)
+        breakpoints = (common,) if profile.granularity == "breakpoint" else ()
         admission.cached_tokens = reusable_tokens(
-            self.profile, common, record.input_length, self.block_size, breakpoints
+            profile, common, record.input_length, self.block_size, breakpoints
         )
         admission.hit_blocks = cdiv(admission.cached_tokens, self.block_size)
         return admission

@@ -57,6 +57,10 @@ class Bill:
     cost_without_cache: float
     cost_with_cache: float
     saved_fraction: float
+    min_tokens_by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The minimum prefix assumed for each model of the log and where it comes from (the
+    profile's model table, `models.min_tokens[PREFIX]`, or its `default`); empty when the
+    profile has no model table."""
 
 
 @dataclass(slots=True)

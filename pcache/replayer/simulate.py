@@ -408,6 +408,7 @@ def _report(
             round(without, 6),
             round(with_cache, 6),
             round(1 - with_cache / without, 6) if without else 0.0,
+            policy.models.as_dict(),
         )
     capacity = options.cache_blocks if options.policy in ENGINE_POLICIES else None
     return ReplayReport(

@@ -83,6 +83,8 @@ class Diagnostic:
     fix_title: str | None = None
     fixable: bool = False
     extra: dict[str, object] = field(default_factory=dict)
+    listed: bool = True
+    """False: past the findings a run lists (`runner.KEEP_FINDINGS`), counted in totals only."""
 
     def sort_key(self) -> tuple:
         return (self.file, self.line, self.column, self.token_position or 0, self.code)

@@ -20,10 +20,11 @@ version is cached there. `Costs` keeps both caches and settles each request in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from pcache.cache.profiles import ModelMinimums, longest_ttl_seconds
 from pcache.cache.reuse import Match, PrefixIndex, reusable
 from pcache.divergence.classify import Divergence
 from pcache.rules.splice import Edit, apply, from_original, splice, to_original
@@ -109,7 +110,7 @@ def walk(
     profile: Profile,
     tokens: list[int],
     namespace: str | None,
-    earlier: Sequence[Earlier | None],
+    earlier: Mapping[int, Earlier],
     fixed: bool,
     classify: Classify,
     undoes: Callable[[Rule], bool],
@@ -124,7 +125,7 @@ def walk(
     for _ in range(MAX_STEPS):
         if result.match.holder is None:
             break
-        holder = earlier[result.match.holder]
+        holder = earlier.get(result.match.holder)
         assert holder is not None, result.match.holder  # a holder is never dropped
         divergence_at = result.match.length
         if divergence_at >= holder.length(fixed) or divergence_at >= len(result.tokens):
@@ -214,13 +215,20 @@ class Costs:
 
     def __init__(self, profile: Profile, block_size: int):
         self.profile = profile
-        self.index = PrefixIndex(block_size)
+        self.models = ModelMinimums(profile)
+        """The profile of each request's model (its minimum prefix, where the data file lists
+        one by model)."""
+        lifetime = longest_ttl_seconds(profile.name)
+        self.index = PrefixIndex(block_size, None if lifetime is None else lifetime * 1000.0)
+        """Forgets a prefix no request used for the profile's longest cache lifetime, when the
+        requests have timestamps (`PrefixIndex.expire`): no cache could hit it any more."""
         self.fixed_index: PrefixIndex | None = None
         """The fixed log's cache; the same as `index` until a fix changes a request."""
-        self.earlier: list[Earlier | None] = []
-        """Each cached request, while a cache can still find it as the holder of a prefix."""
-        self.forgotten_below = 0
-        """Every request before this one that no cache holds is forgotten already."""
+        self.earlier: dict[int, Earlier] = {}
+        """Each cached request (by its number), while a cache can still find it as the holder
+        of a prefix."""
+        self.expired_nodes = 0
+        """Prefix nodes the cache forgot after the lifetime (`PrefixIndex.expire`)."""
         self.namespaces: set[str | None] = set()
         self.debts: dict[str, int] = {}
         """Tokens the fixed log costs more than the log in some requests, by rule: taken off
@@ -233,8 +241,19 @@ class Costs:
         return [charge for charge in charges if charge.tokens > 0]
 
     def match(self, current: RequestContext) -> Match:
-        """The longest cached prefix of the request (before it is settled)."""
+        """The longest cached prefix of the request (before it is settled), once what expired
+        before it was sent is forgotten."""
+        now = current.request.timestamp
+        if self.index.lifetime_ms is not None:
+            self.expired_nodes += self.index.expire(now)
+            if self.fixed_index is not None:
+                self.fixed_index.expire(now)
         return self.index.match(current.token_ids, current.request.cache_salt)
+
+    @property
+    def num_settled(self) -> int:
+        """Requests settled so far (the next one's number)."""
+        return self.index.num_prompts
 
     def settle(
         self,
@@ -253,9 +272,10 @@ class Costs:
         tokens = current.token_ids
         namespace = current.request.cache_salt
         size = self.index.block_size
+        profile = self.models.of(current.request.model)
         actual = walk(
             self.index,
-            self.profile,
+            profile,
             tokens,
             namespace,
             self.earlier,
@@ -265,7 +285,7 @@ class Costs:
             content,
             found,
         )
-        reused = reusable(self.profile, found.length, len(tokens), size)
+        reused = reusable(profile, found.length, len(tokens), size)
         fixed = self._fixed(current, actual, classify, content, reports)
         lost = len(tokens) - reused
         saved = min(lost, lost - (len(fixed.tokens) - fixed.reused))
@@ -297,14 +317,15 @@ class Costs:
         else:
             unattributed["partial_blocks"] = granular
             unattributed["new_content"] = left - granular
-        number = self.index.insert(found)
-        assert number == len(self.earlier)
+        now = current.request.timestamp
+        number = self.index.insert(found, now)
+        assert number not in self.earlier
         edits = [
             edit if edit.origin is not None or edit.rule is None else replace(edit, origin=number)
             for edit in fixed.edits
         ]
-        self.earlier.append(
-            Earlier(current, current.session, edits, None, fixed.taken, len(tokens))
+        self.earlier[number] = Earlier(
+            current, current.session, edits, None, fixed.taken, len(tokens)
         )
         self.namespaces.add(namespace)
         self._drop_released()
@@ -323,24 +344,21 @@ class Costs:
         """Every `FORGET_EVERY` requests, forget those no cache can return as a holder any
         more (what sessions extend and identical prompts repeat): memory follows the distinct
         prefixes, not the requests."""
-        if len(self.earlier) % FORGET_EVERY:
+        if self.index.num_prompts % FORGET_EVERY:
             return
         live = self.index.live_holders()
         if self.fixed_index is not None:
             live |= self.fixed_index.live_holders()
-        for number in range(self.forgotten_below, len(self.earlier)):
-            if number not in live:
-                self.earlier[number] = None
-        self.forgotten_below = min(live, default=len(self.earlier))
+        for number in [number for number in self.earlier if number not in live]:
+            del self.earlier[number]
 
     def _credit(self, fixed: Walk, saved: int) -> tuple[int, str, int] | None:
         """(request, rule code, tokens): the earlier finding whose fix gave this request the
         better reuse it has in the fixed log (the request its fixed prefix was found in)."""
         holder = fixed.match.holder
-        if holder is None or holder >= len(self.earlier):
+        held = self.earlier.get(holder) if holder is not None else None
+        if held is None:
             return None
-        held = self.earlier[holder]
-        assert held is not None
         for edit in [*fixed.edits, *held.edits]:
             if edit.rule is not None and edit.origin is not None:
                 tokens = self._repay_tokens(edit.rule.code, saved)
@@ -359,6 +377,7 @@ class Costs:
         """The request in the fixed log, replayed through the fixed log's cache."""
         tokens = current.token_ids
         namespace = current.request.cache_salt
+        profile = self.models.of(current.request.model)
         undone_all = all(reports(charge.rule) for charge in actual.charges)
         if self.fixed_index is None and undone_all:
             fixed = actual  # the fixed log is the log so far: the same walk
@@ -370,7 +389,7 @@ class Costs:
             plain = self.fixed_index.match(tokens, namespace)
             fixed = walk(
                 self.fixed_index,
-                self.profile,
+                profile,
                 tokens,
                 namespace,
                 self.earlier,
@@ -380,14 +399,14 @@ class Costs:
                 content,
                 plain,
             )
-            plain_reused = reusable(self.profile, plain.length, len(tokens), self.index.block_size)
+            plain_reused = reusable(profile, plain.length, len(tokens), self.index.block_size)
             if len(tokens) - plain_reused < len(fixed.tokens) - fixed.reused:
                 fixed = Walk(tokens, plain, plain_reused, [], [], [])  # undoing cannot help here
         if self.fixed_index is not None:
             match = fixed.match
             if fixed is actual:
                 match = self.fixed_index.match(fixed.tokens, namespace)
-            self.fixed_index.insert(match)
+            self.fixed_index.insert(match, current.request.timestamp)
         return fixed
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pcache.cache.profiles import model_value
+from pcache.cache.profiles import has_model_minimums, model_entry
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 
@@ -44,13 +44,21 @@ RULE = Rule(
 )
 
 
-def minimum(ctx: LintContext) -> int:
-    """The profile's minimum prefix, for the request's model where the data file lists one."""
+def minimum(ctx: LintContext) -> tuple[int, str]:
+    """The profile's minimum prefix, for the request's model where the data file lists one
+    (longest matching prefix of the model name), and whose figure it is."""
     profile = ctx.settings.profile
     if profile.granularity == "block":
-        return ctx.settings.block_size
-    model_minimum = model_value(profile.name, "min_tokens", ctx.current.request.model)
-    return max(profile.min_tokens if model_minimum is None else model_minimum, 1)
+        return ctx.settings.block_size, f"the {profile.name} profile (one block)"
+    model = ctx.current.request.model
+    entry = model_entry(profile.name, "min_tokens", model)
+    if entry is not None:
+        return max(entry[1], 1), f"{entry[0]} on the {profile.name} profile"
+    if model and has_model_minimums(profile.name):
+        owner = f"the {profile.name} profile (its default: {model} is not in its model table)"
+    else:
+        owner = f"the {profile.name} profile"
+    return max(profile.min_tokens, 1), owner
 
 
 def check(ctx: LintContext) -> Iterator[Violation]:
@@ -61,12 +69,12 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     if first_turn == 0 and not current.request.tools:
         return  # nothing is shared by design
     shared = current.tokens_before_message(first_turn)
-    floor = minimum(ctx)
+    floor, owner = minimum(ctx)
     if shared >= floor:
         return
     yield Violation(
         f"the prefix shared across sessions (tools + system) is {shared} tokens, below the"
-        f" {floor}-token minimum of the {ctx.settings.profile.name} profile: it is never cached",
+        f" {floor}-token minimum of {owner}: it is never cached",
         current.request.source_path("messages[0]") if first_turn else "tools",
         token_position=0,
         claims="rounding" if ctx.cached_prefix < floor else "none",

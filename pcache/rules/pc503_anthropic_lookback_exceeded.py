@@ -1,8 +1,11 @@
 r"""## What it does
-Anthropic Messages bodies only. Counts cache block positions (each tool, system block and
-message content block) and checks, for each request of a session, that one of its
-`cache_control` breakpoints lies within 20 blocks after the last breakpoint the previous request
-wrote. When every breakpoint is further away, the previous write cannot be found.
+Anthropic Messages bodies, and Bedrock Converse bodies of Claude models. Counts cache block
+positions (each tool, system block and message content block; a Bedrock `cachePoint` marks the
+block before it) and checks, for each request of a session, that one of its `cache_control`
+breakpoints (or cachePoints) lies within 20 blocks after the last breakpoint the previous
+request wrote. When every breakpoint is further away, the previous write cannot be found.
+(Bedrock's figure, ~20 preceding blocks for Claude models, is the `bedrock` profile's
+`lookback_blocks`; other Bedrock models are not checked: no lookback is documented for them.)
 
 ## Why is this bad?
 A read walks back at most 20 block positions from each breakpoint looking for an earlier write.
@@ -73,6 +76,7 @@ from collections.abc import Iterator
 from pcache.cache.profiles import profile_data
 from pcache.prompt.request import KIND_ANTHROPIC, Request
 from pcache.rules.base import Rule, Violation
+from pcache.rules.cache_points import bedrock_lookback, checkpoint_blocks, is_bedrock
 from pcache.rules.context import LintContext
 from pcache.rules.slots import content_blocks, raw_path
 
@@ -80,7 +84,8 @@ RULE = Rule(
     code="PC503",
     name="anthropic-lookback-exceeded",
     severity="warning",
-    summary="A breakpoint is more than 20 blocks after the previous request's cache write",
+    summary="A breakpoint (or Bedrock cachePoint) is more than 20 blocks after the previous"
+    " request's cache write",
 )
 
 
@@ -101,16 +106,27 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     if ctx.previous is None:
         return
     request, previous = ctx.current.request, ctx.previous.request
-    if request.kind != KIND_ANTHROPIC or previous.kind != KIND_ANTHROPIC:
+    if is_bedrock(request) and is_bedrock(previous):
+        window = bedrock_lookback(request)
+        if window is None:
+            return
+        old_blocks, old_points = checkpoint_blocks(previous)
+        blocks, points = checkpoint_blocks(request)
+        written = [position for position, _ in old_points]
+        reads = [position for position, _ in points]
+        marker_of = {position: path for position, path in points}
+        noun = "cachePoint"
+    elif request.kind == KIND_ANTHROPIC and previous.kind == KIND_ANTHROPIC:
+        old_blocks, written = breakpoint_positions(previous)
+        blocks, reads = breakpoint_positions(request)
+        window, marker_of, noun = lookback(), {}, "breakpoint"
+    else:
         return
-    old_blocks, written = breakpoint_positions(previous)
-    blocks, reads = breakpoint_positions(request)
     if not written or not reads or blocks[: len(old_blocks)] != old_blocks:
         return
     if not _same_text(previous, request):
         return  # the history changed: other rules report it
     last = max(written)
-    window = lookback()
     if any(last <= position < last + window for position in reads):
         return
     beyond = min((p for p in reads if p >= last), default=None)
@@ -119,10 +135,10 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     hits = [p for p in reads if any(q <= p < q + window for q in written)]
     resume = _token_after(ctx, blocks, max(hits)) if hits else 0
     yield Violation(
-        f"the breakpoint at block {beyond} is {beyond - last} blocks after the previous"
+        f"the {noun} at block {beyond} is {beyond - last} blocks after the previous"
         f" request's cache write (block {last}); a read looks back only {window} blocks,"
         " so this request misses and writes again",
-        raw_path(request, blocks[beyond]),
+        raw_path(request, marker_of.get(beyond, blocks[beyond])),
         token_position=resume,
         fix_title=f"add a rolling breakpoint so writes are at most {window} blocks apart",
     )

@@ -11,7 +11,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from pcache.cache.profiles import load_profile
+from pcache.cache.profiles import load_profile, longest_ttl_seconds
 from pcache.divergence.classify import explain
 from pcache.errors import InputError, UsageError
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
@@ -39,7 +39,7 @@ from pcache.rules.context import (
     SessionHead,
     is_chat,
 )
-from pcache.rules.cost import MIN_SHARED_CONTENT, Charge, Costs, Earlier
+from pcache.rules.cost import FORGET_EVERY, MIN_SHARED_CONTENT, Charge, Costs, Earlier
 from pcache.rules.divergence_findings import divergence_violation
 from pcache.rules.fixes import fix_files
 from pcache.rules.selection import Selection
@@ -48,6 +48,9 @@ from pcache.rules.summary import LintReport, LintSummary, RuleTotal
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson")
 KEEP_RENDERED = 512
+KEEP_FINDINGS = 10_000
+"""Findings listed at most; later ones are counted in the rule totals and the summary
+(`findings_not_listed`), so a log with a finding in every conversation keeps bounded memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +181,8 @@ class _Run:
         self.report_parse_errors = selection.is_selected(PARSE_ERROR.code)
         self.template_location = options.tokenizer if options.renderer is None else renderer.name
         self.speaks_for_template = options.speaks_for_template
-        self.tracker = SessionTracker()
+        lifetime = longest_ttl_seconds(profile.name)
+        self.tracker = SessionTracker(lifetime_ms=None if lifetime is None else lifetime * 1000.0)
         self.app = AppState()
         self.costs = Costs(profile, options.block_size)
         self.findings_of: dict[tuple[int, str], Diagnostic] = {}
@@ -200,6 +204,7 @@ class _Run:
             from pcache.executors import executor_of
 
             self.executor = executor_of(options.executor, options.settings.ray_address)
+        self.failing_not_listed = 0
 
     def lint_file(self, path: str) -> None:
         from pcache.rules.remote_pieces import remote_pieces
@@ -268,6 +273,7 @@ class _Run:
             self._parse_error(failure)
 
     def lint_request(self, request: Request, text=None) -> None:
+        self.tracker.close_idle(request.timestamp)
         assignment = self.tracker.assign(request)
         current = RequestContext(request, self.settings, assignment.session, text)
         previous: RequestContext | None = assignment.previous
@@ -343,7 +349,7 @@ class _Run:
         )
         summary = self.summary
         reported: set[str] = set()
-        number = len(self.costs.earlier) - 1
+        number = self.costs.num_settled - 1
         for charge in settled.charges:  # reported rules only (`Costs.settle`)
             diagnostic = self._report_divergence(charge, current, previous)
             diagnostic.tokens_reprefilled += charge.tokens
@@ -370,6 +376,8 @@ class _Run:
                 rounded = 0
         for reason, tokens in settled.unattributed.items():
             summary.unattributed[reason] += tokens
+        if self.findings_of and number % FORGET_EVERY == 0:
+            self._forget_findings()
         summary.unattributed["partial_blocks"] += rounded
         summary.requests += 1
         summary.prompt_tokens += len(current.token_ids)
@@ -378,13 +386,25 @@ class _Run:
             current.request,
             len(current.token_ids),
             settled.reused,
-            self.costs.profile,
+            self.costs.models.of(current.request.model),
             summary.block_size,
             previous.request if previous is not None else None,
         )
         summary.prompt_tokens_if_fixed += settled.fixed_tokens
         summary.reusable_tokens_if_fixed += settled.fixed_reused
         summary.requests_changed_if_fixed += settled.changed
+
+    def _forget_findings(self) -> None:
+        """Forget the findings no held request can credit any more (the origins of the edits
+        the cached requests carry): the table follows the cache, not the log."""
+        live = {
+            edit.origin
+            for held in self.costs.earlier.values()
+            for edit in held.edits
+            if edit.origin is not None
+        }
+        for key in [key for key in self.findings_of if key[0] not in live]:
+            del self.findings_of[key]
 
     def _report_divergence(self, charge: Charge, current: RequestContext, previous) -> Diagnostic:
         violation = divergence_violation(charge, current, previous)
@@ -449,10 +469,16 @@ class _Run:
             fix_title=violation.fix_title,
             fixable=violation.fixable and request.source.endswith(".json"),
         )
+        self._total(rule).count += 1
+        if len(self.diagnostics) >= KEEP_FINDINGS:
+            diagnostic.listed = False  # counted in the totals, not kept
+            self.summary.findings_not_listed += 1
+            if diagnostic.severity != "info" or diagnostic.code in self.explicit:
+                self.failing_not_listed += 1
+            return diagnostic
         self.diagnostics.append(diagnostic)
         if violation.group is not None:
             self.groups[violation.group] = diagnostic
-        self._total(rule).count += 1
         return diagnostic
 
     def _total(self, rule: Rule) -> RuleTotal:
@@ -481,7 +507,7 @@ class _Run:
         self.summary.rules = [self.totals[code] for code in sorted(self.totals)]
         self.summary.stage_seconds = {k: round(v, 3) for k, v in self.seconds.items()}
         self.diagnostics.sort(key=Diagnostic.sort_key)
-        failing = sum(
+        failing = self.failing_not_listed + sum(
             1 for d in self.diagnostics if d.severity != "info" or d.code in self.explicit
         )
         return LintReport(self.diagnostics, self.summary, failing)

@@ -4,6 +4,10 @@ A request continues a session when it carries the same `session_id` (JSONL sidec
 `metadata.session_id`), or when it shares `prompt_cache_key`/`user` with the session and
 continues its conversation, or (without ids) when it repeats the session's latest user turn and
 then goes on. Anything else starts a new session.
+
+With a lifetime (the profile's longest cache lifetime) and timestamps, a session idle for longer
+is closed: no cache holds its prefix any more, and a request that comes back to it starts a new
+session. Open sessions are then those of one lifetime, not of the whole log.
 """
 
 from __future__ import annotations
@@ -62,11 +66,40 @@ class Assignment:
 class SessionTracker:
     """Assigns each request to a session and remembers each open session's latest request."""
 
-    def __init__(self, max_open: int = 100_000):
+    def __init__(self, max_open: int = 100_000, lifetime_ms: float | None = None):
         self.max_open = max_open
+        self.lifetime_ms = lifetime_ms
         self.latest: OrderedDict[str, tuple[Request, Any]] = OrderedDict()
+        """Each open session's latest request, least recently continued first."""
         self.by_anchor: dict[str, str] = {}
         self.count = 0
+        self.clock: float | None = None
+        """The latest timestamp seen."""
+        self.closed_idle = 0
+        """Sessions closed because they were idle for longer than the lifetime."""
+
+    def close_idle(self, now: float | None) -> None:
+        """Close the sessions whose latest request is older than the lifetime before `now`
+        (ms; None: the latest timestamp seen), least recently continued first."""
+        if self.lifetime_ms is None:
+            return
+        if now is not None and (self.clock is None or now > self.clock):
+            self.clock = now
+        if self.clock is None:
+            return
+        cutoff = self.clock - self.lifetime_ms
+        while self.latest:
+            session, (request, _) = next(iter(self.latest.items()))
+            if request.timestamp is None or request.timestamp >= cutoff:
+                break
+            self._forget(session, request)
+            self.closed_idle += 1
+
+    def _forget(self, session: str, request: Request) -> None:
+        del self.latest[session]
+        anchor = _anchor(request)
+        if anchor is not None and self.by_anchor.get(anchor) == session:
+            del self.by_anchor[anchor]
 
     def assign(self, request: Request) -> Assignment:
         explicit = request.session_id
@@ -100,10 +133,8 @@ class SessionTracker:
         if anchor is not None:
             self.by_anchor[anchor] = session
         while len(self.latest) > self.max_open:
-            evicted, (old_request, _) = self.latest.popitem(last=False)
-            anchor = _anchor(old_request)
-            if anchor is not None and self.by_anchor.get(anchor) == evicted:
-                del self.by_anchor[anchor]
+            evicted, (old_request, _) = next(iter(self.latest.items()))
+            self._forget(evicted, old_request)
 
     def _scope(self, request: Request) -> str | None:
         raw = request.raw

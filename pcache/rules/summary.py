@@ -20,7 +20,8 @@ class RuleTotal:
 IF_FIXED_ASSUMES = (
     "each reported divergence undone (the request repeats what the earlier request holding"
     " its longest cached prefix has there, in the fixed log), then the log replayed through"
-    " an unlimited cache"
+    " an unlimited cache (that forgets a prefix unused for longer than the profile's longest"
+    " cache lifetime, when the profile has one and the requests have timestamps)"
 )
 UNATTRIBUTED = ("first_request", "new_content", "partial_blocks", "unreported")
 """Re-prefilled tokens no finding is charged: a cache namespace's first request, content no
@@ -56,6 +57,8 @@ class LintSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     observed: ObservedUsage = field(default_factory=ObservedUsage)
     """The log's own cached-token counts beside the prediction (`requests` 0: none reported)."""
+    findings_not_listed: int = 0
+    """Findings past the first `KEEP_FINDINGS` the run lists (in the rule totals only)."""
 
     @property
     def reprefilled_tokens(self) -> int:
@@ -108,6 +111,11 @@ class LintSummary:
             "fixed_files": self.fixed_files,
             **({"skipped_tables": self.skipped_tables} if self.skipped_tables else {}),
             **({"observed": self.observed.as_dict()} if self.observed.requests else {}),
+            **(
+                {"findings_not_listed": self.findings_not_listed}
+                if self.findings_not_listed
+                else {}
+            ),
         }
 
 

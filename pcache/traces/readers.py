@@ -159,6 +159,7 @@ def record_of_request(
         cache_salt=cache_salt or request.cache_salt,
         observed_cached_tokens=request.cached_tokens,
         routing_text=_joined_text(request),
+        model=request.model,
     )
 
 

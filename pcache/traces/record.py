@@ -32,6 +32,8 @@ class TraceRecord:
     routing_text: str | None = None
     """Request traces: the messages' text contents joined (or the prompt), no template: what
     character-keyed routers read (`pcache.replayer.routers`)."""
+    model: str | None = None
+    """Request traces: the model the request names (provider profiles' minimum by model)."""
 
 
 @dataclass(slots=True)
