@@ -8,11 +8,13 @@ bench/router/install.sh builds) over two `pcache serve --model tiny` replicas on
 For each shared-prefix chat trace (two, of different seeds), router policy and arrival mode it
 resets both replicas' prefix caches, starts the router, replays the trace through it
 (`pcache replay --endpoint ROUTER/v1 --replica-metrics A,B`) and reads what each replica
-served from its /metrics; then it predicts the same pass with pcache's fleet simulator
-(`--router sglang` for cache_aware, `round-robin` for round_robin, one vLLM-policy pool of
-`--kv-cache-tokens / 16` blocks per replica) over the tokens `pcache serve --model tiny` sees
-(its ChatML layout over UTF-8 bytes, `prediction_trace`). It prints, per row, the split of
-requests over the replicas and the fleet token hit rate, measured and predicted.
+served from its /metrics; then it predicts the same pass from the same trace file as a user
+would, `pcache replay TRACE --simulate -t tiny --replicas 2 --router sglang|round-robin
+--cache-blocks KV/16 --format json` (`-t tiny`: the tokens `pcache serve --model tiny` sees,
+its ChatML layout over UTF-8 bytes; one vLLM-policy pool of `--kv-cache-tokens / 16` blocks
+per replica; `--router sglang` for cache_aware, `round-robin` for round_robin). It prints, per
+row, the split of requests over the replicas and the fleet token hit rate, measured and
+predicted.
 
 Arrival modes:
 - `serial` sends each request after the previous answer (`--max-concurrency 1`): no request
@@ -42,7 +44,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -86,8 +87,11 @@ HELD_GROUPS = (0, 1, 0, 1, 2, 0)
 """`held_trace`'s system prompt of each request: the first is held in flight throughout."""
 
 
-HELD_OUTPUT_TOKENS = 1500
-HELD_GAP_MS = 600.0
+HELD_OUTPUT_TOKENS = 1600
+"""Within the tiny model's 2,048 positions with its ~400-token prompt: 2 to 7 s of decode on
+pcache serve tiny, depending on the machine's load."""
+HELD_GAP_MS = 400.0
+"""Five gaps end at 2 s, before the long request; a short one takes 0.1 to 0.3 s."""
 
 
 def held_trace(path: Path, seed: int, system_chars: int) -> int:
@@ -121,58 +125,55 @@ def system_prompt(rng: random.Random, chars: int) -> str:
     return " ".join(words)[:chars]
 
 
-def prediction_trace(path: Path):
-    """`path`'s requests as pcache's simulator reads them, each with the prompt tokens
-    `pcache serve --model tiny` renders for it (the ChatML layout over UTF-8 bytes) and the
-    text a character-keyed router reads (the messages' contents joined)."""
-    from pcache.models import preset_config
-    from pcache.prompt.request import request_from_document
-    from pcache.serve.text import TextCodec
-    from pcache.traces.readers import record_of_request
-    from pcache.traces.record import Trace
-
-    codec = TextCodec("tiny", preset_config("tiny")["vocab_size"])
-    records = []
-    for index, line in enumerate(path.read_bytes().splitlines()):
-        request = request_from_document(orjson.loads(line), str(path), index + 1)
-        token_ids = codec.render_chat(request.raw["messages"], None)
-        records.append(record_of_request(request, token_ids, index))
-    return Trace(str(path), "requests", None, records)
-
-
 DEFAULT_TIMING = {"ttft_ms": None, "tpot_ms": None}
 """Timed with pcache's default TTFT model and decode rate (55 ms + 0.05 ms a token, 50 tokens/s):
-the held request lasts 30 s, each short one under 0.1 s."""
+the held request lasts 32 s, each short one under 0.1 s."""
+
+
+def prediction_arguments(
+    path: Path, policy: str, kv_cache_tokens: int, timing: dict | None = None
+) -> list[str]:
+    """`pcache replay`'s arguments that predict `path` behind `policy` over 2 replicas of
+    `pcache serve --model tiny` (`-t tiny`: its tokenizer and template): serial without
+    `timing`; timed with `timing` (`ttft_ms`: every request's TTFT, `tpot_ms`: its time per
+    output token, both taken from a measured pass; None: pcache's defaults)."""
+    arguments = [str(path), "--simulate", "-t", "tiny", "--replicas", "2"]
+    arguments += ["--router", POLICY_ROUTERS[policy], "--policy", "vllm"]
+    arguments += ["--cache-blocks", str(kv_cache_tokens // BLOCK_SIZE)]
+    arguments += ["--block-size", str(BLOCK_SIZE), "--format", "json"]
+    if timing is not None:
+        arguments += ["--concurrency", "timed"]
+        if timing["ttft_ms"] is not None:
+            arguments += ["--ttft-overhead-ms", f"{timing['ttft_ms']!r}"]
+            arguments += ["--ttft-ms-per-token", "0", "--ttft-ms-per-pair", "0"]
+            arguments += ["--decode-rate", f"{1000.0 / max(timing['tpot_ms'], 1e-3)!r}"]
+    return arguments
 
 
 def predict(path: Path, policy: str, kv_cache_tokens: int, timing: dict | None = None) -> dict:
-    """The fleet simulator's split and hit rate for `path` behind `policy` over 2 replicas:
-    serial without `timing`; timed with `timing` (`ttft_ms`: every request's TTFT, `tpot_ms`:
-    its time per output token, both taken from a measured pass)."""
-    from pcache.replayer.fleet import simulate_fleet
-    from pcache.replayer.simulate import SimulationOptions
-    from pcache.replayer.ttft import TtftModel
-
-    options = SimulationOptions(
-        policy="vllm",
-        cache_blocks=kv_cache_tokens // BLOCK_SIZE,
-        block_size=BLOCK_SIZE,
-        concurrency="serial" if timing is None else "timed",
-    )
-    if timing is not None and timing["ttft_ms"] is not None:
-        options = replace(
-            options,
-            ttft=TtftModel(timing["ttft_ms"], 0.0, 0.0),
-            decode_tokens_per_s=1000.0 / max(timing["tpot_ms"], 1e-3),
-        )
-    report = simulate_fleet(prediction_trace(path), options, 2, POLICY_ROUTERS[policy])
-    rows = report.fleet.replicas
+    """The fleet simulator's split and hit rate, as `pcache replay --simulate` prints them
+    for `prediction_arguments`: each replica's requests, prompt and hit tokens."""
+    report = run_pcache(["replay", *prediction_arguments(path, policy, kv_cache_tokens, timing)])
+    rows = report["replicas"]
+    hits = [row["hit_tokens"] for row in rows]
+    prompts = [row["prompt_tokens"] for row in rows]
     return {
-        "split": [row.requests for row in rows],
-        "hit_tokens": [row.hit_tokens for row in rows],
-        "prompt_tokens": [row.prompt_tokens for row in rows],
-        "hit_rate": round(report.token_hit_rate, 3),
+        "split": [row["requests"] for row in rows],
+        "hit_tokens": hits,
+        "prompt_tokens": prompts,
+        "hit_rate": round(sum(hits) / sum(prompts), 3) if sum(prompts) else 0.0,
     }
+
+
+def run_pcache(arguments: list[str]) -> dict:
+    """`python -m pcache ARGUMENTS` (this checkout's), its JSON output."""
+    command = [sys.executable, "-m", "pcache", *arguments]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(command, capture_output=True, env=env, timeout=600, check=False)
+    if done.returncode != 0:
+        why = done.stderr.decode().strip()
+        raise SystemExit(f"compare.py: pcache {arguments[0]} failed: {why}")
+    return orjson.loads(done.stdout)
 
 
 def measured(replay: dict) -> dict:
@@ -287,15 +288,11 @@ def replay_through(url: str, trace: Path, workers: list[str], serial: bool) -> d
     for worker in workers:  # each pass starts from empty caches
         response = httpx.post(f"{worker}/reset_prefix_cache", timeout=10)
         response.raise_for_status()
-    command = [sys.executable, "-m", "pcache", "replay", str(trace), "--endpoint", f"{url}/v1"]
-    command += ["--replica-metrics", ",".join(workers), "--format", "json", "--ignore-eos"]
+    arguments = ["replay", str(trace), "--endpoint", f"{url}/v1"]
+    arguments += ["--replica-metrics", ",".join(workers), "--format", "json", "--ignore-eos"]
     if serial:
-        command += ["--max-concurrency", "1"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run(command, capture_output=True, env=env, timeout=600, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"compare.py: replay failed: {done.stderr.decode().strip()}")
-    return orjson.loads(done.stdout)
+        arguments += ["--max-concurrency", "1"]
+    return run_pcache(arguments)
 
 
 def compare(args: argparse.Namespace, folder: Path) -> list[dict]:
@@ -386,6 +383,8 @@ def main() -> None:
             f" {args.kv_cache_tokens}-token KV cache per replica; load average"
             f" {os.getloadavg()[0]:.2f}"
         )
+        serial = prediction_arguments(Path("TRACE.jsonl"), "cache_aware", args.kv_cache_tokens)
+        print(f"predicted (serial): pcache replay {' '.join(serial)}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The fleet simulator predicts the real router: for serial replays through sglang-router
 0.3.2 over two `pcache serve --model tiny` replicas, `--router sglang` (cache_aware) and
 `--router round-robin` predict each replica's requests, prompt tokens and hit tokens, as the
-replicas' /metrics count them, on two shared-prefix chat traces. Serial replays leave the
+replicas' /metrics count them, on two shared-prefix chat traces: `pcache replay TRACE
+--simulate -t tiny --replicas 2 --router sglang|round-robin` on the trace file that is replayed
+through the router (`bench.router.compare.prediction_arguments`). Serial replays leave the
 router no load to follow, so its choices are deterministic and the prediction must be exact;
 so is a replay that holds one long request in flight while short ones arrive far apart (the
 router sees loads 1 and 0 at every choice). Poisson arrivals are compared in totals only:
@@ -28,6 +30,7 @@ from tests.router.conftest import router
 
 REQUESTS, GROUPS, SYSTEM_CHARS = 32, 4, 256
 KV_CACHE_TOKENS = 8192  # pcache serve's default on CPU
+HELD_TRIES = 3
 
 
 def reset(replicas) -> None:
@@ -72,6 +75,21 @@ def test_serial_replays_split_and_hit_as_predicted(tmp_path, cli, replicas, poli
         assert guess["split"] == [REQUESTS // 2, REQUESTS // 2]
 
 
+def held_replay(cli, tmp_path, replicas, policy, trace, count: int) -> dict:
+    """A replay of `held_trace` in which the long request outlasted every arrival and each
+    short one but the last ended before the next arrived; a loaded machine can stretch a
+    short one or speed up the long one, so up to `HELD_TRIES` replays are tried."""
+    last_arrival_s = (count - 1) * HELD_GAP_MS / 1000
+    tries = []
+    for _ in range(HELD_TRIES):
+        real = replay_through_router(cli, tmp_path, replicas, policy, trace, False, count)
+        e2els = real["e2els"]
+        if e2els[0] > last_arrival_s and max(e2els[1:-1]) < HELD_GAP_MS / 1000:
+            return real
+        tries.append([round(seconds, 3) for seconds in e2els])
+    raise AssertionError(f"no replay held one request in flight at each arrival: {tries}")
+
+
 @pytest.mark.parametrize("policy", ["cache_aware", "round_robin"])
 def test_a_request_held_in_flight_moves_new_prefixes_to_the_idle_worker(
     tmp_path, cli, replicas, policy
@@ -81,10 +99,7 @@ def test_a_request_held_in_flight_moves_new_prefixes_to_the_idle_worker(
     loaded; round robin alternates. Both as predicted, request for request."""
     trace = tmp_path / "held.jsonl"
     count = held_trace(trace, 0, SYSTEM_CHARS)
-    real = replay_through_router(cli, tmp_path, replicas, policy, trace, False, count)
-    last_arrival_s = (count - 1) * HELD_GAP_MS / 1000
-    assert real["e2els"][0] > last_arrival_s, "the long request ended before the last arrival"
-    assert max(real["e2els"][1:]) < HELD_GAP_MS / 1000, "a short request outlasted the gap"
+    real = held_replay(cli, tmp_path, replicas, policy, trace, count)
     guess = predict(trace, policy, KV_CACHE_TOKENS, timing=DEFAULT_TIMING)
     assert real["split"] == guess["split"] == [3, 3]
     assert real["prompt_tokens"] == guess["prompt_tokens"]
