@@ -30,7 +30,7 @@ def test_decode_attention_equals_per_sequence_attention_whatever_stale_slots_hol
     shape = (num_blocks, BLOCK_SIZE, kv_heads, head_dim)
     k_cache = torch.randn(shape, generator=generator)
     v_cache = torch.randn(shape, generator=generator)
-    k_cache[0] = v_cache[0] = 0.0  # the null block: never written
+    k_cache[0] = v_cache[0] = math.nan  # the null block: never written, whatever it holds
     k_cache[5, 2:] = v_cache[5, 2:] = math.nan  # stale slots past sequence 0's end
     block_table = torch.tensor([[3, 5, 0], [1, 2, 4]])
     seq_lens = torch.tensor([6, 11])

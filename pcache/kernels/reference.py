@@ -40,7 +40,10 @@ def decode_attention(
     """
     num_sequences, num_heads, _ = query.shape
     assert key_slots.shape[0] == num_sequences == key_mask.shape[0]
-    # padding keys are the null block's slot, never written (zeros), so the mask is exact
+    # padding keys read the null block's first slot, which no token is written to; zeroed
+    # here whatever the cache was filled with, so the masked keys are finite and the mask exact
+    k_cache[0, 0].zero_()
+    v_cache[0, 0].zero_()
     keys = k_cache.flatten(0, 1)[key_slots].transpose(1, 2)
     values = v_cache.flatten(0, 1)[key_slots].transpose(1, 2)
     gqa = num_heads != keys.shape[1]
@@ -61,8 +64,8 @@ def decode_key_slots(
 ) -> torch.Tensor:
     """[sequences, max_blocks * block_size]: the KV slot of key j of sequence i, where its
     block table puts it; slot 0 (the first of the null block, which no token is ever written
-    to: zeros from allocation on) where `key_mask` says the key is past the sequence's end, so
-    a gather never reads a slot another request left behind."""
+    to, and which `decode_attention` zeroes) where `key_mask` says the key is past the
+    sequence's end, so a gather never reads a slot another request left behind."""
     offsets = torch.arange(block_size, device=block_table.device)
     slots = (block_table[:, :, None] * block_size + offsets).flatten(1)
     return slots.masked_fill_(~key_mask.flatten(1), 0)
