@@ -11,6 +11,8 @@ Usage:
     python bench/bench_decode.py                             # preset tiny, batch 4
     python bench/bench_decode.py --model bench-llama --threads 2 --profile
     python bench/bench_decode.py --model DIR --json          # one JSON line
+    python bench/bench_decode.py --model bench-llama --temperature 1   # sampled, as a client
+                                                             # sending no temperature gets
 
 `bench-llama` is a Llama of 4 layers, hidden 256, the Llama 3 vocabulary (128,256 tokens):
 the shape `bench/vllm_side_by_side.sh` serves with seeded random weights;
