@@ -11,6 +11,8 @@ Usage:
     python bench/bench_decode.py                             # preset tiny, batch 4
     python bench/bench_decode.py --model bench-llama --threads 2 --profile
     python bench/bench_decode.py --model DIR --json          # one JSON line
+    python bench/bench_decode.py --model bench-llama --temperature 1   # sampled, as a client
+                                                             # sending no temperature gets
 
 `bench-llama` is a Llama of 4 layers, hidden 256, the Llama 3 vocabulary (128,256 tokens):
 the shape `bench/vllm_side_by_side.sh` serves with seeded random weights;
@@ -87,10 +89,15 @@ def write_random_weights(directory: Path) -> None:
     save_file(checkpoint_tensors(model), str(directory / "model.safetensors"))
 
 
-def decode_round(engine, prompts, steps: int) -> list[tuple[float, float]]:
+def decode_round(
+    engine, prompts, steps: int, temperature: float = 0.0
+) -> list[tuple[float, float]]:
     """Prefill every prompt, then time each decode step: (wall seconds, CPU seconds of this
     process; with one thread, the CPU time is what a busy machine does not inflate)."""
-    ids = [engine.add_request(prompt, steps + 1, ignore_eos=True) for prompt in prompts]
+    ids = [
+        engine.add_request(prompt, steps + 1, ignore_eos=True, temperature=temperature)
+        for prompt in prompts
+    ]
     while any(engine.sequences[i].first_token_time is None for i in ids):
         engine.step()
     times = []
@@ -112,6 +119,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="0: greedy; 1.0: what a client that"
+        " sends none gets from `pcache serve` (OpenAI's default)",
+    )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--write-model", type=Path, default=None)
@@ -138,13 +152,13 @@ def main() -> int:
         return [generator.integers(0, vocab, size).tolist() for _ in range(args.batch)]
 
     for _ in range(args.warmup):
-        decode_round(engine, prompts(), args.steps)
+        decode_round(engine, prompts(), args.steps, args.temperature)
     load_before = os.getloadavg()[0]
     if args.profile:
-        return profile(engine, prompts(), args.steps)
+        return profile(engine, prompts(), args.steps, args.temperature)
     times = []
     for _ in range(args.rounds):
-        times.extend(decode_round(engine, prompts(), args.steps))
+        times.extend(decode_round(engine, prompts(), args.steps, args.temperature))
     load_after = os.getloadavg()[0]
     ms = sorted(1000 * wall for wall, _ in times)
     q1, median, q3 = statistics.quantiles(ms, n=4)
@@ -153,6 +167,7 @@ def main() -> int:
         "model": args.model,
         "batch": args.batch,
         "threads": torch.get_num_threads(),
+        "temperature": args.temperature,
         "steps": len(ms),
         "step_ms_p50": round(median, 3),
         "step_ms_iqr": [round(q1, 3), round(q3, 3)],
@@ -174,16 +189,16 @@ def main() -> int:
     return 0
 
 
-def profile(engine, prompts, steps: int) -> int:
+def profile(engine, prompts, steps: int, temperature: float = 0.0) -> int:
     import torch
     from pyinstrument import Profiler
 
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as recorded:
-        decode_round(engine, prompts, steps)
+        decode_round(engine, prompts, steps, temperature)
     print(recorded.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
     profiler = Profiler(interval=0.0002)
     profiler.start()
-    decode_round(engine, prompts, steps)
+    decode_round(engine, prompts, steps, temperature)
     profiler.stop()
     print(profiler.output_text(unicode=False, color=False, show_all=False))
     return 0

@@ -13,7 +13,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from pcache.engine.config import EngineConfig  # noqa: E402
 from pcache.engine.engine import Engine  # noqa: E402
-from pcache.engine.sampling import MIN_TEMPERATURE, Sampler, safe_probabilities  # noqa: E402
+from pcache.engine.sampling import MIN_TEMPERATURE, Sampler, draw, safe_probabilities  # noqa: E402
 
 VOCAB = 512
 POISON = 499
@@ -174,3 +174,32 @@ def test_a_request_reading_blocks_a_failed_one_was_writing_is_recomputed():
     assert engine.sequences[reader].error is None
     assert engine.sequences[reader].num_preemptions == 1
     assert engine.sequences[reader].output_token_ids == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(st.sampled_from([0.0, 0.0, 1e-30, 1e-6, 0.3, 1.0]), min_size=1, max_size=12),
+        min_size=1,
+        max_size=4,
+    ),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_draw_never_picks_a_token_of_zero_probability(rows, seed):
+    width = max(len(row) for row in rows)
+    weights = torch.tensor([row + [0.0] * (width - len(row)) for row in rows])
+    weights[weights.sum(dim=-1) == 0, 0] = 1.0
+    probabilities = weights / weights.sum(dim=-1, keepdim=True)
+    drawn = draw(probabilities, torch.Generator().manual_seed(seed))
+    assert drawn.shape == (len(rows),)
+    assert bool((probabilities.gather(1, drawn[:, None]) > 0).all())
+
+
+def test_draws_follow_the_probabilities():
+    probabilities = torch.tensor([[0.1, 0.0, 0.2, 0.7]]).repeat(4000, 1)
+    drawn = draw(probabilities, torch.Generator().manual_seed(0))
+    counts = torch.bincount(drawn, minlength=4).tolist()
+    assert counts[1] == 0
+    # 4000 draws: each count within 5 standard deviations of its expectation
+    for count, p in zip(counts, [0.1, 0.0, 0.2, 0.7], strict=True):
+        assert abs(count - 4000 * p) <= 5 * math.sqrt(4000 * p * (1 - p)) + 1e-9

@@ -44,10 +44,14 @@ class TorchBackend(Backend):
         if metadata.is_decode and len(metadata.seq_lens_list) > 1:
             self.store(key, value, k_cache, v_cache, metadata)
             if metadata.key_mask is None:  # once per step, shared by every layer
-                num_keys = metadata.block_table.shape[1] * k_cache.shape[1]
+                block_size = k_cache.shape[1]
+                num_keys = metadata.block_table.shape[1] * block_size
                 metadata.key_mask = reference.decode_key_mask(metadata.seq_lens, num_keys)
+                metadata.key_slots = reference.decode_key_slots(
+                    metadata.block_table, metadata.key_mask, block_size
+                )
             return reference.decode_attention(
-                query, k_cache, v_cache, metadata.block_table, metadata.key_mask, scale
+                query, k_cache, v_cache, metadata.key_slots, metadata.key_mask, scale
             )
         return super().forward(query, key, value, k_cache, v_cache, metadata, scale)
 

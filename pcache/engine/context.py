@@ -26,6 +26,8 @@ class AttentionMetadata:
     backend: Any = None
     key_mask: Any = None
     """The torch backend's decode mask, built by the first layer and read by the others."""
+    key_slots: Any = None
+    """The torch backend's decode key slots (`decode_key_slots`), built with `key_mask`."""
 
     @property
     def is_decode(self) -> bool:

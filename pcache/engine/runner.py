@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pcache.engine.allocator import keep_freed_memory
 from pcache.engine.attention import get_backend
 from pcache.engine.config import EngineConfig
 from pcache.engine.context import AttentionMetadata, reset_context, set_context
@@ -40,6 +41,8 @@ class ModelRunner:
         self.device = torch.device(config.device)
         if config.is_cuda and not torch.cuda.is_available():
             raise EngineError("--engine gpu needs a CUDA device; none is available")
+        if not config.is_cuda:
+            keep_freed_memory()  # a CPU step's tensors reuse the last step's pages
         self.dtype = getattr(torch, config.torch_dtype_name)
         self.model_config, directory = resolve_model_config(config.model)
         self.max_model_len = min(

@@ -51,6 +51,34 @@ def keep_top_k(scaled: torch.Tensor, top_ks: list[int]) -> torch.Tensor:
     return scaled.masked_fill(scaled < threshold, -math.inf)
 
 
+def softmax_of_finite_rows(scaled: torch.Tensor) -> torch.Tensor:
+    """`safe_probabilities(scaled)`; one fused softmax when every row's largest logit is finite
+    (no NaN, no +inf, not all -inf: the case of every real model's logits)."""
+    if bool(torch.isfinite(scaled.amax(dim=-1)).all()):
+        return torch.softmax(scaled, dim=-1)
+    return safe_probabilities(scaled)
+
+
+def draw(probabilities: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row of `probabilities` (rows summing to 1), by inverse transform: one
+    uniform number per row against the row's cumulative sum (in float64), so a draw costs
+    two passes over the vocabulary where `torch.multinomial`'s exponential race costs one
+    random number per vocabulary entry. A token of zero probability is never drawn: where
+    rounding at the top end lands on one, that row is drawn by `torch.multinomial`."""
+    rows, vocab = probabilities.shape
+    cumulative = probabilities.cumsum(dim=-1, dtype=torch.float64)
+    uniform = torch.rand(
+        (rows, 1), generator=generator, dtype=torch.float64, device=probabilities.device
+    )
+    index = torch.searchsorted(cumulative, uniform * cumulative[:, -1:], right=True)
+    index = index.clamp_(max=vocab - 1)
+    impossible = probabilities.gather(1, index) <= 0
+    if bool(impossible.any()):
+        redrawn = torch.multinomial(probabilities, 1, generator=generator)
+        index = torch.where(impossible, redrawn, index)
+    return index.squeeze(1)
+
+
 class Sampler:
     """Picks one token per row of logits; rows with a (near) zero temperature are greedy."""
 
@@ -60,16 +88,19 @@ class Sampler:
     def __call__(
         self, logits: torch.Tensor, temperatures: list[float], top_ks: list[int] | None = None
     ) -> list[int]:
-        greedy = logits.argmax(dim=-1)
         sampled_rows = [is_sampled(temperature) for temperature in temperatures]
         if not any(sampled_rows):
-            return greedy.tolist()
+            return logits.argmax(dim=-1).tolist()
         scale = [t if row else 1.0 for t, row in zip(temperatures, sampled_rows, strict=True)]
         scale_tensor = torch.tensor(scale, dtype=torch.float32, device=logits.device)
-        scaled = logits.float() / scale_tensor[:, None]
+        # row-major whatever the logits' layout (a decode step's are a transposed product):
+        # the row reductions below then read memory in order
+        scaled = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+        torch.div(logits, scale_tensor[:, None], out=scaled)
         if top_ks is not None:
             scaled = keep_top_k(scaled, top_ks)
-        probabilities = safe_probabilities(scaled)
-        sampled = torch.multinomial(probabilities, 1, generator=self.generator).squeeze(1)
+        sampled = draw(softmax_of_finite_rows(scaled), self.generator)
+        if all(sampled_rows):
+            return sampled.tolist()
         is_greedy = torch.tensor([not row for row in sampled_rows], device=logits.device)
-        return torch.where(is_greedy, greedy, sampled).tolist()
+        return torch.where(is_greedy, logits.argmax(dim=-1), sampled).tolist()

@@ -26,23 +26,26 @@ def decode_attention(
     query: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
-    block_table: torch.Tensor,
+    key_slots: torch.Tensor,
     key_mask: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """One new query per sequence, every sequence in one SDPA call over its padded pages.
+    """One new query per sequence, every sequence in one SDPA call over its padded keys.
 
-    query [sequences, heads, head_dim]; block_table [sequences, max_blocks] (padding: block 0);
-    key_mask [sequences, 1, 1, max_blocks * block_size], True on each sequence's real keys
-    (`decode_key_mask`). One gather and one fused kernel per layer instead of one each per
-    sequence: a decode step's cost stops growing with the batch's Python work.
+    query [sequences, heads, head_dim]; key_slots [sequences, num_keys], the KV slot of each
+    key (`decode_key_slots`: slot 0, the null block's, past a sequence's length); key_mask
+    [sequences, 1, 1, num_keys], True on each sequence's real keys (`decode_key_mask`). One
+    gather and one fused kernel per layer instead of one each per sequence: a decode step's
+    cost stops growing with the batch's Python work.
     """
     num_sequences, num_heads, _ = query.shape
-    assert block_table.shape[0] == num_sequences == key_mask.shape[0]
-    # padding slots hold whatever their blocks held (even NaN): zeros, so the mask is exact
-    valid = key_mask.reshape(num_sequences, -1, 1, 1)
-    keys = k_cache[block_table].flatten(1, 2).masked_fill_(~valid, 0).transpose(1, 2)
-    values = v_cache[block_table].flatten(1, 2).masked_fill_(~valid, 0).transpose(1, 2)
+    assert key_slots.shape[0] == num_sequences == key_mask.shape[0]
+    # padding keys read the null block's first slot, which no token is written to; zeroed
+    # here whatever the cache was filled with, so the masked keys are finite and the mask exact
+    k_cache[0, 0].zero_()
+    v_cache[0, 0].zero_()
+    keys = k_cache.flatten(0, 1)[key_slots].transpose(1, 2)
+    values = v_cache.flatten(0, 1)[key_slots].transpose(1, 2)
     gqa = num_heads != keys.shape[1]
     out = F.scaled_dot_product_attention(
         query.unsqueeze(2), keys, values, attn_mask=key_mask, scale=scale, enable_gqa=gqa
@@ -54,6 +57,18 @@ def decode_key_mask(seq_lens: torch.Tensor, num_keys: int) -> torch.Tensor:
     """[sequences, 1, 1, num_keys]: key j of sequence i is real when j < seq_lens[i]."""
     keys = torch.arange(num_keys, device=seq_lens.device)
     return (keys[None, :] < seq_lens[:, None])[:, None, None, :]
+
+
+def decode_key_slots(
+    block_table: torch.Tensor, key_mask: torch.Tensor, block_size: int
+) -> torch.Tensor:
+    """[sequences, max_blocks * block_size]: the KV slot of key j of sequence i, where its
+    block table puts it; slot 0 (the first of the null block, which no token is ever written
+    to, and which `decode_attention` zeroes) where `key_mask` says the key is past the
+    sequence's end, so a gather never reads a slot another request left behind."""
+    offsets = torch.arange(block_size, device=block_table.device)
+    slots = (block_table[:, :, None] * block_size + offsets).flatten(1)
+    return slots.masked_fill_(~key_mask.flatten(1), 0)
 
 
 def gather_pages(cache: torch.Tensor, block_ids: torch.Tensor, seq_len: int) -> torch.Tensor:

@@ -1,0 +1,48 @@
+"""glibc's malloc told to keep what a step frees, so the next step's tensors fault no pages.
+
+A CPU step allocates and frees tensors of a few MiB (a large vocabulary's logits and their
+probabilities, the gathered KV pages of a decode step). glibc serves an allocation above its
+mmap threshold (128 KiB at first) with a fresh mapping and unmaps it when freed, and gives the
+top of its heap back to the system beyond the trim threshold: either way the tensor of the
+same size in the next step lands on new pages, about a thousand page faults for 4 MiB, which
+cost more than the arithmetic on them (the sampler of a 128k vocabulary: 6.8 ms a step with
+the defaults, 1.5 ms without the faults). vLLM's CPU build preloads tcmalloc for the same
+reason; this sets the two thresholds instead (`mallopt`), once per process, on Linux only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
+"""glibc's largest mmap threshold on 64-bit systems; a bigger allocation is still mapped."""
+TRIM_THRESHOLD_BYTES = 256 * 1024 * 1024
+"""Free memory at the top of the heap kept for reuse before any is given back."""
+_M_TRIM_THRESHOLD = -1  # glibc's malloc.h
+_M_MMAP_THRESHOLD = -3
+
+_applied: bool | None = None
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's thresholds (once); True when glibc took them, False elsewhere (another
+    C library or allocator, another system)."""
+    global _applied
+    if _applied is None:
+        _applied = _set_thresholds()
+    return _applied
+
+
+def _set_thresholds() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    mapped = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+    trimmed = mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    return mapped == 1 and trimmed == 1
