@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, os.environ.get("PCACHE_BENCH_TREE", str(ROOT)))
 
 WORDS = [
     "cache",
@@ -200,7 +200,7 @@ def pcache_stages(log: Path, tokenizer: str, root: Path = ROOT) -> dict:
     """Time per stage of the same lint, in a fresh process (see `stages_main`), with the
     pcache of the checkout `root`."""
     command = [sys.executable, __file__, "--stages-of", str(log), "--tokenizer", tokenizer]
-    environment = {**ENVIRONMENT, "PYTHONPATH": str(root)}
+    environment = {**ENVIRONMENT, "PYTHONPATH": str(root), "PCACHE_BENCH_TREE": str(root)}
     result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=environment)
     if result.returncode != 0:
         raise SystemExit(result.stderr[-3000:])

@@ -39,10 +39,13 @@ class Match:
 
     length: int
     """Tokens shared with the longest matching earlier prompt."""
-    blocks: list[tuple[int, ...]]
-    tail: tuple[int, ...]
+    token_ids: Sequence[int]
+    root: int
+    """The namespace's root: where the chain of the first block starts."""
     matched_blocks: int
+    """Full blocks found through their chained hashes."""
     parent: int
+    """The chained hash of the last matched full block (the namespace's root if none)."""
     chain: list[int]
     """The chained hashes of the matched full blocks."""
     holder: int | None = None
@@ -62,6 +65,9 @@ class PrefixIndex:
         self.holders: dict[object, int] = {}
         """The latest prompt through each chain of full blocks and each continuation."""
         self.num_prompts = 0
+        self.last: tuple[int, Sequence[int], list[int]] | None = None
+        """The last inserted prompt: its namespace's root, its tokens and the chained hashes of all its
+        full blocks (a walk skips the blocks a prompt shares with it)."""
 
     def copy(self) -> PrefixIndex:
         other = PrefixIndex(self.block_size)
@@ -69,25 +75,32 @@ class PrefixIndex:
         other.children = {parent: list(kids) for parent, kids in self.children.items()}
         other.holders = dict(self.holders)
         other.num_prompts = self.num_prompts
+        other.last = self.last
         return other
 
     def match(self, token_ids: Sequence[int], namespace: str | None = None) -> Match:
         """The longest prefix of `token_ids` shared with an inserted prompt (nothing changes)."""
         size = self.block_size
-        blocks = list(zip(*[iter(token_ids)] * size, strict=False))
-        tail = tuple(token_ids[len(blocks) * size :])
-        seen = self.blocks
-        parent = hash(("namespace", namespace)) if namespace else 0
+        num_blocks = len(token_ids) // size
+        root = parent = hash(("namespace", namespace)) if namespace else 0
         chain: list[int] = []
         index = 0
-        while index < len(blocks):
-            chained = hash((parent, blocks[index]))
+        last = self.last
+        if last is not None and last[0] == root:
+            # the blocks shared with the last prompt are in the index with the same hashes
+            index = common_prefix_length(token_ids, last[1]) // size
+            if index:
+                chain = last[2][:index]
+                parent = chain[-1]
+        seen = self.blocks
+        while index < num_blocks:
+            chained = hash((parent, tuple(token_ids[index * size : (index + 1) * size])))
             if chained not in seen:
                 break
             parent = chained
             chain.append(chained)
             index += 1
-        rest = blocks[index] if index < len(blocks) else tail
+        rest = tuple(token_ids[index * size : (index + 1) * size])
         length = index * size
         holder = self.holders.get(parent) if index else None
         kids = self.children.get(parent)
@@ -101,24 +114,33 @@ class PrefixIndex:
                 kid = near[shared.index(best)]
                 key = hash((parent, kid)) if len(kid) == size else (parent, kid)
                 holder = self.holders.get(key, holder)
-        return Match(length, blocks, tail, index, parent, chain, holder)
+        return Match(length, token_ids, root, index, parent, chain, holder)
 
     def insert(self, match: Match) -> int:
         """Remember the prompt `match` was computed for; returns its number (0, 1, ...)."""
         number = self.num_prompts
+        size = self.block_size
+        token_ids = match.token_ids
+        start = match.matched_blocks * size
+        new_blocks = list(zip(*[iter(token_ids[start:])] * size, strict=False))
+        tail = tuple(token_ids[start + len(new_blocks) * size :])
         parent = match.parent
         created = []
-        add_child, blocks = self._add_child, self.blocks
-        for block in match.blocks[match.matched_blocks :]:
-            add_child(parent, block)
+        children, add_child = self.children, self._add_child
+        for block in new_blocks:
+            if parent in children:
+                add_child(parent, block)
+            else:  # a chain no earlier prompt has: its only continuation
+                children[parent] = [block]
             parent = hash((parent, block))
-            blocks.add(parent)
             created.append(parent)
+        self.blocks.update(created)
         holders = self.holders
         holders.update(dict.fromkeys(match.chain, number))
         holders.update(dict.fromkeys(created, number))
-        if match.tail and add_child(parent, match.tail):
-            holders[(parent, match.tail)] = number  # (a prefix of a longer one keeps its holder)
+        if tail and add_child(parent, tail):
+            holders[(parent, tail)] = number  # (a prefix of a longer one keeps its holder)
+        self.last = (match.root, token_ids, match.chain + created)
         self.num_prompts += 1
         return number
 
