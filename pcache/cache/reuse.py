@@ -66,8 +66,8 @@ class PrefixIndex:
         """The latest prompt through each chain of full blocks and each continuation."""
         self.num_prompts = 0
         self.last: tuple[int, Sequence[int], list[int]] | None = None
-        """The last inserted prompt: its namespace's root, its tokens and the chained hashes of all its
-        full blocks (a walk skips the blocks a prompt shares with it)."""
+        """The last inserted prompt: its namespace's root, its tokens and the chained hashes of
+        all its full blocks (a walk skips the blocks a prompt shares with it)."""
 
     def copy(self) -> PrefixIndex:
         other = PrefixIndex(self.block_size)

@@ -18,6 +18,7 @@ from pcache.cache.capacity import resolve_model
 from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import reusable
 from pcache.errors import InputError, UsageError
+from pcache.gc_pause import paused_gc
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings, WithSettings
 from pcache.prompt.render import resolve_renderer
@@ -130,7 +131,11 @@ class Report:
 def build_report(options: ReportOptions, stage: Callable[[str], None] | None = None) -> Report:
     """Lint, replay and fold the log at `options.paths` into one `Report`; `stage(text)` is
     told what is being computed."""
-    stage = stage or (lambda text: None)
+    with paused_gc():  # the log's records, blocks and tree stay alive to the end
+        return _build_report(options, stage or (lambda text: None))
+
+
+def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Report:
     from pcache.replayer.arguments import ReplayArguments
     from pcache.replayer.run import simulation_options, trace_settings
     from pcache.replayer.sweep import capacity_sweep
