@@ -53,6 +53,10 @@ class Match:
     latest prompt through the deepest node the walk reached (None: nothing shared)."""
 
 
+def _alone(block: tuple[int, ...]) -> list[tuple[int, ...]]:
+    return [block]
+
+
 class PrefixIndex:
     """Every prompt inserted so far: the longest token prefix a new prompt shares with one."""
 
@@ -63,7 +67,8 @@ class PrefixIndex:
         self.children: dict[int, list[tuple[int, ...]]] = {}
         """Sorted distinct continuations (at most one block) after each chain of full blocks."""
         self.holders: dict[object, int] = {}
-        """The latest prompt through each chain of full blocks and each continuation."""
+        """The latest prompt through each chain of full blocks and each continuation, except
+        on the last prompt's chain (`last`), whose blocks it holds (`_holder`)."""
         self.num_prompts = 0
         self.last: tuple[int, Sequence[int], list[int]] | None = None
         """The last inserted prompt: its namespace's root, its tokens and the chained hashes of
@@ -102,7 +107,7 @@ class PrefixIndex:
             index += 1
         rest = tuple(token_ids[index * size : (index + 1) * size])
         length = index * size
-        holder = self.holders.get(parent) if index else None
+        holder = self._holder(parent, index) if index else None
         kids = self.children.get(parent)
         if kids and rest:
             at = bisect_left(kids, rest)
@@ -112,8 +117,11 @@ class PrefixIndex:
             if best:
                 length += best
                 kid = near[shared.index(best)]
-                key = hash((parent, kid)) if len(kid) == size else (parent, kid)
-                holder = self.holders.get(key, holder)
+                if len(kid) == size:
+                    found = self._holder(hash((parent, kid)), index + 1)
+                else:
+                    found = self.holders.get((parent, kid))
+                holder = holder if found is None else found
         return Match(length, token_ids, root, index, parent, chain, holder)
 
     def insert(self, match: Match) -> int:
@@ -126,28 +134,46 @@ class PrefixIndex:
         tail = tuple(token_ids[start + len(new_blocks) * size :])
         parent = match.parent
         created = []
-        children, add_child = self.children, self._add_child
+        add = created.append
         for block in new_blocks:
-            if parent in children:
-                add_child(parent, block)
-            else:  # a chain no earlier prompt has: its only continuation
-                children[parent] = [block]
             parent = hash((parent, block))
-            created.append(parent)
+            add(parent)
+        children, add_child = self.children, self._add_child
+        if new_blocks:
+            add_child(match.parent, new_blocks[0])
+            if children.keys().isdisjoint(created):  # new chains: each block the only child
+                children.update(zip(created[:-1], map(_alone, new_blocks[1:]), strict=True))
+            else:
+                for before, block in zip(created[:-1], new_blocks[1:], strict=True):
+                    add_child(before, block)
         self.blocks.update(created)
         holders = self.holders
-        holders.update(dict.fromkeys(match.chain, number))
-        holders.update(dict.fromkeys(created, number))
         if tail and add_child(parent, tail):
             holders[(parent, tail)] = number  # (a prefix of a longer one keeps its holder)
-        self.last = (match.root, token_ids, match.chain + created)
+        chain = match.chain + created
+        if self.last is not None:  # the last prompt's blocks that this one leaves stay its own
+            before = self.last[2]
+            kept = common_prefix_length(before, chain)
+            if kept < len(before):
+                holders.update(dict.fromkeys(before[kept:], number - 1))
+        self.last = (match.root, token_ids, chain)
         self.num_prompts += 1
         return number
+
+    def _holder(self, node: int, depth: int) -> int | None:
+        """The latest prompt through `node`, the chained hash of `depth` full blocks."""
+        last = self.last
+        if last is not None and depth <= len(last[2]) and last[2][depth - 1] == node:
+            return self.num_prompts - 1
+        return self.holders.get(node)
 
     def live_holders(self) -> set[int]:
         """The prompts a match can still name as its holder (the others were passed by later
         prompts everywhere they went)."""
-        return set(self.holders.values())
+        live = set(self.holders.values())
+        if self.last is not None and self.last[2]:
+            live.add(self.num_prompts - 1)
+        return live
 
     def observe(self, token_ids: Sequence[int], namespace: str | None = None) -> int:
         """Shared prefix length with the earlier prompts, then remember this prompt."""

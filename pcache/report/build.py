@@ -296,7 +296,8 @@ def _lint_and_read(options: ReportOptions, files: list[str], settings: Settings)
         if token_ids is None:
             skipped.append(str(item))
         else:
-            records.append(record_of_request(item, token_ids, len(records), settings.cache_salt))
+            salt = settings.cache_salt  # (no router reads the report's records: no routing text)
+            records.append(record_of_request(item, token_ids, len(records), salt, routing=False))
 
     lint = _lint(options, observe)
     if len(by_file) != len(files) or not all(records for records, _ in by_file.values()):
