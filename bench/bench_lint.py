@@ -6,10 +6,12 @@ linted with the embedded gpt-oss renderer and with a real Hugging Face template 
     python bench/bench_lint.py --kvlint /path/to/kvlint   # also kvlint on the same log + model
     python bench/bench_lint.py --against /tmp/old --shape single   # vs another tree, alternately
     python bench/bench_lint.py --against /tmp/old --kvlint kvlint  # both shapes, old vs new, kvlint
+    python bench/bench_lint.py --against /tmp/old --shape single --fixture llama3.2
 
 The Hugging Face model is the Llama 3.1 fixture dir (its tokenizer converted from Meta's
 tiktoken file, its chat template TRL's copy of the original; built offline from pinned wheels
-by tests/fixtures/build_tokenizers.py), or any dir given with `--hf-model`.
+by tests/fixtures/build_tokenizers.py), another fixture dir with `--fixture` (llama3.2, qwen2.5,
+qwen3), or any dir given with `--hf-model`.
 
 Two shapes of log, both by default (`--shape`): `sessions` (conversations of 4-16 turns, every
 request repeating its history) and `single` (10,000 single-turn requests sharing one ~1,500-token
@@ -81,6 +83,7 @@ WORDS = [
     "summary",
     "context",
 ]
+HF_LABEL = "HF template"
 ENVIRONMENT = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
 ENVIRONMENT.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -261,6 +264,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3, help="rounds (medians reported)")
     parser.add_argument("--hf-model", help="a Hugging Face model dir (default: Llama 3.1 fixture)")
+    parser.add_argument("--fixture", default="llama3.1", help="a tests/fixtures dir (llama3.2)")
     parser.add_argument("--kvlint", help="a kvlint executable, run on the same log and model")
     parser.add_argument("--keep", help="write the generated log here instead of a temp folder")
     parser.add_argument("--shape", choices=("sessions", "single", "both"), default="both")
@@ -276,8 +280,8 @@ def main() -> None:
     else:
         from tests.fixtures.build_tokenizers import build
 
-        hf_model = str(build(["llama3.1"])["llama3.1"])
-    tokenizers = {"gpt-oss": "gpt-oss", "llama3.1 (HF template)": hf_model}
+        hf_model = str(build([args.fixture])[args.fixture])
+    tokenizers = {"gpt-oss": "gpt-oss", HF_LABEL: hf_model}
     shapes = ("sessions", "single") if args.shape == "both" else (args.shape,)
     print(f"before: {conditions()}")
     with tempfile.TemporaryDirectory() as folder:
@@ -350,7 +354,7 @@ def summarize(args, shape: str, rounds: list[dict], tokenizers: dict) -> None:
             f" peak RSS {spread([r['rss_mib'] for r in runs], 0)} MiB,"
             f" hit rate {runs[0]['hit_rate']}"
         )
-        label = "llama3.1 (HF template)"
+        label = HF_LABEL
         for measure in ("wall_s", "cpu_s"):
             ratios = [row[label][measure] / row["kvlint"][measure] for row in rounds]
             print(f"  pcache/kvlint {measure[:-2]} ratio, same log and model: {spread(ratios, 3)}")
