@@ -136,8 +136,7 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
 
 
 def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Report:
-    from pcache.replayer.arguments import ReplayArguments
-    from pcache.replayer.run import simulation_options, trace_settings
+    from pcache.replayer.simulate_options import SimulateOptions
     from pcache.replayer.sweep import capacity_sweep
     from pcache.rules.runner import expand_paths
 
@@ -148,16 +147,18 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
 
         calibration = load_calibration(options.calibration)
     files = expand_paths(options.paths)
-    arguments = ReplayArguments(
-        trace=", ".join(options.paths),
+    # `pcache replay --simulate` with the report's model, tokenizer, block size and date (its
+    # own options class: the other drivers' are not imported)
+    arguments = SimulateOptions(
         model=options.model,
-        tokenizer=options.tokenizer,
-        block_size=options.block_size,
-        date=options.date,
+        tokenizer_given=True,
+        settings=Settings(
+            tokenizer=options.tokenizer, block_size=options.block_size, date=options.date
+        ),
     )
     if calibration is not None:
         arguments = replace(arguments, ttft=calibration.model)
-    settings = trace_settings(arguments)
+    settings = arguments.settings
     if len(files) == 1 and _first_format(files[0]) in HASH_FORMATS:
         stage("reading")
         trace, origins = _read(files, settings)
@@ -168,7 +169,7 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
     hashed = trace.format in HASH_FORMATS
 
     shape = resolve_model(options.model)
-    simulation = simulation_options(arguments, shape.kv_bytes_per_token)
+    simulation = arguments.simulation_options(shape.kv_bytes_per_token)
     stage("replaying")
     swept = capacity_sweep(trace, simulation, options.sweep_points, keep_requests=True)
     sweep = swept.reports
