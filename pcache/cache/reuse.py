@@ -198,6 +198,7 @@ class PrefixIndex:
 
     def check_integrity(self) -> None:
         assert all(0 <= number < self.num_prompts for number in self.holders.values())
+        assert self.last is None or self.blocks.issuperset(self.last[2])
         for kids in self.children.values():
             assert kids == sorted(kids) and all(0 < len(kid) <= self.block_size for kid in kids)
             assert all(b[: len(a)] != a for a, b in pairwise(kids))
