@@ -10,6 +10,12 @@ counts, no free queue, no eviction). `tests/test_reuse_index.py` proves the two 
 longest prefix inside the next block among the continuations earlier prompts had there: those are
 kept sorted, and the longest common prefix of a sequence with a sorted set is found at one of its
 two neighbours in that order, so the match is exact to the token.
+
+Two shortcuts follow logs where a prompt shares most of its blocks with the one before it,
+neither changing a result (`tests/test_reuse_holders.py` compares them with the plain walk):
+a walk starts past the full blocks the prompt shares with the last inserted one (their chained
+hashes are that prompt's), and the holders of the last prompt's blocks are written only when a
+later prompt leaves its chain (until then, `_holder` names the last prompt for them).
 """
 
 from __future__ import annotations
