@@ -265,6 +265,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="rounds (medians reported)")
     parser.add_argument("--hf-model", help="a Hugging Face model dir (default: Llama 3.1 fixture)")
     parser.add_argument("--fixture", default="llama3.1", help="a tests/fixtures dir (llama3.2)")
+    parser.add_argument("--only", choices=("gpt-oss", "hf"), help="one tokenizer instead of both")
     parser.add_argument("--kvlint", help="a kvlint executable, run on the same log and model")
     parser.add_argument("--keep", help="write the generated log here instead of a temp folder")
     parser.add_argument("--shape", choices=("sessions", "single", "both"), default="both")
@@ -272,6 +273,8 @@ def main() -> None:
     parser.add_argument("--stages-of", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", default="gpt-oss", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.kvlint and args.only == "gpt-oss":
+        parser.error("kvlint is compared with the Hugging Face template: drop --only gpt-oss")
     if args.stages_of:
         stages_main(args.stages_of, args.tokenizer)
         return
@@ -282,6 +285,11 @@ def main() -> None:
 
         hf_model = str(build([args.fixture])[args.fixture])
     tokenizers = {"gpt-oss": "gpt-oss", HF_LABEL: hf_model}
+    if args.only:
+        wanted = args.only == "gpt-oss"
+        tokenizers = {
+            label: path for label, path in tokenizers.items() if (label == "gpt-oss") == wanted
+        }
     shapes = ("sessions", "single") if args.shape == "both" else (args.shape,)
     print(f"before: {conditions()}")
     with tempfile.TemporaryDirectory() as folder:
