@@ -38,7 +38,9 @@ MIN_SHARED_CONTENT = 24
 prefix when nothing of a later part does: realigning over template text alone (a value at the
 very end of the last shared message) saves nothing worth moving the value for."""
 FORGET_EVERY = 256
-"""Requests between two passes that forget the requests no cache can name any more."""
+"""Requests between two passes that forget the requests no cache can name any more (at least:
+a pass reads every holder of the caches, so that they are read `FORGET_EVERY` times per
+request at most, the passes are further apart when the caches hold more)."""
 MAX_STEPS = 16
 """Divergences undone per request at most (each one must save tokens)."""
 
@@ -220,6 +222,8 @@ class Costs:
         self.earlier: list[Earlier | None] = []
         """Each cached request, while a cache can still find it as the holder of a prefix."""
         self.forgotten_below = 0
+        self.forget_at = FORGET_EVERY
+        """The number of cached requests at which the next forgetting pass runs."""
         """Every request before this one that no cache holds is forgotten already."""
         self.namespaces: set[str | None] = set()
         self.debts: dict[str, int] = {}
@@ -320,14 +324,17 @@ class Costs:
         )
 
     def _drop_released(self) -> None:
-        """Every `FORGET_EVERY` requests, forget those no cache can return as a holder any
-        more (what sessions extend and identical prompts repeat): memory follows the distinct
-        prefixes, not the requests."""
-        if len(self.earlier) % FORGET_EVERY:
+        """Every `FORGET_EVERY` requests or more (see it), forget those no cache can return as
+        a holder any more (what sessions extend and identical prompts repeat): memory follows
+        the distinct prefixes, not the requests."""
+        if len(self.earlier) < self.forget_at:
             return
         live = self.index.live_holders()
+        held = len(self.index.holders)
         if self.fixed_index is not None:
             live |= self.fixed_index.live_holders()
+            held += len(self.fixed_index.holders)
+        self.forget_at = len(self.earlier) + max(FORGET_EVERY, held // FORGET_EVERY)
         for number in range(self.forgotten_below, len(self.earlier)):
             if number not in live:
                 self.earlier[number] = None
