@@ -218,15 +218,21 @@ def kvlint_cli(kvlint: str, log: Path, model: str, out: Path) -> dict:
 
 
 def stages_main(log: str, tokenizer: str) -> None:
+    import contextlib
+
     from pcache.pipeline import Settings
+    from pcache.rules import runner
     from pcache.rules.config import LintConfig
     from pcache.rules.runner import LintOptions, _Run
 
+    # as the tree's lint_paths runs the pass (with the collector paused where it pauses it)
+    pass_context = getattr(runner, "paused_gc", contextlib.nullcontext)
     started = time.perf_counter()
     run = _Run(LintOptions(settings=Settings(tokenizer=tokenizer)), LintConfig(), None)
     loaded = time.perf_counter()
-    run.lint_file(log)
-    report = run.finish()
+    with pass_context():
+        run.lint_file(log)
+        report = run.finish()
     done = time.perf_counter()
     cache = run.renderer
     stages = {"load": round(loaded - started, 3), **report.summary.stage_seconds}
