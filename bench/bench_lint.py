@@ -6,10 +6,12 @@ linted with the embedded gpt-oss renderer and with a real Hugging Face template 
     python bench/bench_lint.py --kvlint /path/to/kvlint   # also kvlint on the same log + model
     python bench/bench_lint.py --against /tmp/old --shape single   # vs another tree, alternately
     python bench/bench_lint.py --against /tmp/old --kvlint kvlint  # both shapes, old vs new, kvlint
+    python bench/bench_lint.py --against /tmp/old --shape single --fixture llama3.2
 
 The Hugging Face model is the Llama 3.1 fixture dir (its tokenizer converted from Meta's
 tiktoken file, its chat template TRL's copy of the original; built offline from pinned wheels
-by tests/fixtures/build_tokenizers.py), or any dir given with `--hf-model`.
+by tests/fixtures/build_tokenizers.py), another fixture dir with `--fixture` (llama3.2, qwen2.5,
+qwen3), or any dir given with `--hf-model`.
 
 Two shapes of log, both by default (`--shape`): `sessions` (conversations of 4-16 turns, every
 request repeating its history) and `single` (10,000 single-turn requests sharing one ~1,500-token
@@ -44,7 +46,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, os.environ.get("PCACHE_BENCH_TREE", str(ROOT)))
 
 WORDS = [
     "cache",
@@ -81,6 +83,7 @@ WORDS = [
     "summary",
     "context",
 ]
+HF_LABEL = "HF template"
 ENVIRONMENT = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
 ENVIRONMENT.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -200,7 +203,7 @@ def pcache_stages(log: Path, tokenizer: str, root: Path = ROOT) -> dict:
     """Time per stage of the same lint, in a fresh process (see `stages_main`), with the
     pcache of the checkout `root`."""
     command = [sys.executable, __file__, "--stages-of", str(log), "--tokenizer", tokenizer]
-    environment = {**ENVIRONMENT, "PYTHONPATH": str(root)}
+    environment = {**ENVIRONMENT, "PYTHONPATH": str(root), "PCACHE_BENCH_TREE": str(root)}
     result = subprocess.run(command, capture_output=True, text=True, cwd=root, env=environment)
     if result.returncode != 0:
         raise SystemExit(result.stderr[-3000:])
@@ -215,15 +218,21 @@ def kvlint_cli(kvlint: str, log: Path, model: str, out: Path) -> dict:
 
 
 def stages_main(log: str, tokenizer: str) -> None:
+    import contextlib
+
     from pcache.pipeline import Settings
+    from pcache.rules import runner
     from pcache.rules.config import LintConfig
     from pcache.rules.runner import LintOptions, _Run
 
+    # as the tree's lint_paths runs the pass (with the collector paused where it pauses it)
+    pass_context = getattr(runner, "paused_gc", contextlib.nullcontext)
     started = time.perf_counter()
     run = _Run(LintOptions(settings=Settings(tokenizer=tokenizer)), LintConfig(), None)
     loaded = time.perf_counter()
-    run.lint_file(log)
-    report = run.finish()
+    with pass_context():
+        run.lint_file(log)
+        report = run.finish()
     done = time.perf_counter()
     cache = run.renderer
     stages = {"load": round(loaded - started, 3), **report.summary.stage_seconds}
@@ -261,6 +270,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3, help="rounds (medians reported)")
     parser.add_argument("--hf-model", help="a Hugging Face model dir (default: Llama 3.1 fixture)")
+    parser.add_argument("--fixture", default="llama3.1", help="a tests/fixtures dir (llama3.2)")
+    parser.add_argument("--only", choices=("gpt-oss", "hf"), help="one tokenizer instead of both")
     parser.add_argument("--kvlint", help="a kvlint executable, run on the same log and model")
     parser.add_argument("--keep", help="write the generated log here instead of a temp folder")
     parser.add_argument("--shape", choices=("sessions", "single", "both"), default="both")
@@ -268,6 +279,8 @@ def main() -> None:
     parser.add_argument("--stages-of", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", default="gpt-oss", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.kvlint and args.only == "gpt-oss":
+        parser.error("kvlint is compared with the Hugging Face template: drop --only gpt-oss")
     if args.stages_of:
         stages_main(args.stages_of, args.tokenizer)
         return
@@ -276,8 +289,13 @@ def main() -> None:
     else:
         from tests.fixtures.build_tokenizers import build
 
-        hf_model = str(build(["llama3.1"])["llama3.1"])
-    tokenizers = {"gpt-oss": "gpt-oss", "llama3.1 (HF template)": hf_model}
+        hf_model = str(build([args.fixture])[args.fixture])
+    tokenizers = {"gpt-oss": "gpt-oss", HF_LABEL: hf_model}
+    if args.only:
+        wanted = args.only == "gpt-oss"
+        tokenizers = {
+            label: path for label, path in tokenizers.items() if (label == "gpt-oss") == wanted
+        }
     shapes = ("sessions", "single") if args.shape == "both" else (args.shape,)
     print(f"before: {conditions()}")
     with tempfile.TemporaryDirectory() as folder:
@@ -350,7 +368,7 @@ def summarize(args, shape: str, rounds: list[dict], tokenizers: dict) -> None:
             f" peak RSS {spread([r['rss_mib'] for r in runs], 0)} MiB,"
             f" hit rate {runs[0]['hit_rate']}"
         )
-        label = "llama3.1 (HF template)"
+        label = HF_LABEL
         for measure in ("wall_s", "cpu_s"):
             ratios = [row[label][measure] / row["kvlint"][measure] for row in rounds]
             print(f"  pcache/kvlint {measure[:-2]} ratio, same log and model: {spread(ratios, 3)}")

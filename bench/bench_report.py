@@ -14,6 +14,12 @@ this tree's. The load average before and after is printed. Chromium loads the pa
 times (median, min and max). Nothing is asserted.
 
     python bench/bench_report.py --repeat 3 --against /tmp/old --no-browser
+    python bench/bench_report.py --repeat 3 --shape single --fixture llama3.2 --no-browser
+
+`--shape` picks bench_lint.py's log (`sessions`, the default, or `single`: one shared ~1,500-token
+system prompt, a ~500-token user turn of its own per request); `--tokenizer` names what both
+commands tokenize with (gpt-oss by default), `--fixture NAME` one of the tokenizer dirs
+tests/fixtures/build_tokenizers.py builds (e.g. llama3.2).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_lint import generate  # noqa: E402
+from bench_lint import generate, generate_single  # noqa: E402
 
 from tests.browser import find_chromium, load, screenshot  # noqa: E402
 
@@ -40,6 +46,8 @@ def timed(*arguments: str, root: Path = ROOT) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of `python -m pcache ARGUMENTS` (in checkout `root`);
     its CPU seconds (user + system) are in `LAST_CPU`."""
     env = dict(os.environ, PYTHONPATH=str(root), HF_HUB_OFFLINE="1")
+    if arguments[0] in ("report", "lint", "replay") and len(arguments) > 2:
+        arguments = (*arguments, "--tokenizer", TOKENIZER[0])
     command = ["/usr/bin/time", "-v", sys.executable, "-m", "pcache", *arguments]
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root)
     if result.returncode not in (0, 1):
@@ -55,6 +63,8 @@ def timed(*arguments: str, root: Path = ROOT) -> tuple[float, float]:
 
 
 LAST_CPU = [0.0]
+TOKENIZER = ["gpt-oss"]
+"""What `timed` passes as --tokenizer to report, lint and replay."""
 
 
 def take_screenshot(output: Path) -> None:
@@ -76,15 +86,27 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=0, help="alternating report/lint rounds")
     parser.add_argument("--against", type=Path, help="another checkout, run in each round")
     parser.add_argument("--no-browser", action="store_true", help="skip the Chromium loads")
+    parser.add_argument("--shape", choices=("sessions", "single"), default="sessions")
+    parser.add_argument("--tokenizer", default="gpt-oss", help="what both commands tokenize with")
+    parser.add_argument("--fixture", help="a tests/fixtures tokenizer dir by name (llama3.2)")
     arguments = parser.parse_args()
+    if arguments.fixture:
+        from tests.fixtures.build_tokenizers import build
+
+        arguments.tokenizer = str(build([arguments.fixture])[arguments.fixture])
+    TOKENIZER[0] = arguments.tokenizer
     if arguments.screenshot:
         take_screenshot(arguments.screenshot)
         return
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "log.jsonl"
-        generate(log, arguments.requests)
+        (generate_single if arguments.shape == "single" else generate)(log, arguments.requests)
         page = Path(folder) / "report.html"
-        print(f"log: {arguments.requests:,} requests, {log.stat().st_size / 2**20:.1f} MiB")
+        size = log.stat().st_size / 2**20
+        print(
+            f"log {arguments.shape}: {arguments.requests:,} requests, {size:.1f} MiB;"
+            f" tokenizer {arguments.tokenizer}"
+        )
         if arguments.repeat:
             alternate(log, page, arguments.repeat, arguments.against)
             return

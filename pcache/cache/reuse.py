@@ -11,6 +11,12 @@ longest prefix inside the next block among the continuations earlier prompts had
 kept sorted, and the longest common prefix of a sequence with a sorted set is found at one of its
 two neighbours in that order, so the match is exact to the token.
 
+Two shortcuts follow logs where a prompt shares most of its blocks with the one before it,
+neither changing a result (`tests/test_reuse_holders.py` compares them with the plain walk):
+a walk starts past the full blocks the prompt shares with the last inserted one (their chained
+hashes are that prompt's), and the holders of the last prompt's blocks are written only when a
+later prompt leaves its chain (until then, `_holder` names the last prompt for them).
+
 A hosted cache forgets a prefix no request used for its lifetime. Given one (`lifetime_ms`, the
 longest the profile allows) and the requests' timestamps, the index stamps every node a prompt
 goes through and `expire(now)` forgets those untouched for longer, oldest first (a node is never
@@ -46,15 +52,22 @@ class Match:
 
     length: int
     """Tokens shared with the longest matching earlier prompt."""
-    blocks: list[tuple[int, ...]]
-    tail: tuple[int, ...]
+    token_ids: Sequence[int]
+    root: int
+    """The namespace's root: where the chain of the first block starts."""
     matched_blocks: int
+    """Full blocks found through their chained hashes."""
     parent: int
+    """The chained hash of the last matched full block (the namespace's root if none)."""
     chain: list[int]
     """The chained hashes of the matched full blocks."""
     holder: int | None = None
     """The inserted prompt (its `insert` number) that holds the longest shared prefix: the
     latest prompt through the deepest node the walk reached (None: nothing shared)."""
+
+
+def _alone(block: tuple[int, ...]) -> list[tuple[int, ...]]:
+    return [block]
 
 
 class PrefixIndex:
@@ -74,8 +87,12 @@ class PrefixIndex:
         self.children: dict[int, list[tuple[int, ...]]] = {}
         """Sorted distinct continuations (at most one block) after each chain of full blocks."""
         self.holders: dict[object, int] = {}
-        """The latest prompt through each chain of full blocks and each continuation."""
+        """The latest prompt through each chain of full blocks and each continuation, except
+        on the last prompt's chain (`last`), whose blocks it holds (`_holder`)."""
         self.num_prompts = 0
+        self.last: tuple[int, Sequence[int], list[int]] | None = None
+        """The last inserted prompt: its namespace's root, its tokens and the chained hashes of
+        all its full blocks (a walk skips the blocks a prompt shares with it)."""
 
     def copy(self) -> PrefixIndex:
         other = PrefixIndex(self.block_size, self.lifetime_ms)
@@ -85,27 +102,34 @@ class PrefixIndex:
         other.children = {parent: list(kids) for parent, kids in self.children.items()}
         other.holders = dict(self.holders)
         other.num_prompts = self.num_prompts
+        other.last = self.last
         return other
 
     def match(self, token_ids: Sequence[int], namespace: str | None = None) -> Match:
         """The longest prefix of `token_ids` shared with an inserted prompt (nothing changes)."""
         size = self.block_size
-        blocks = list(zip(*[iter(token_ids)] * size, strict=False))
-        tail = tuple(token_ids[len(blocks) * size :])
-        seen = self.blocks
-        parent = hash(("namespace", namespace)) if namespace else 0
+        num_blocks = len(token_ids) // size
+        root = parent = hash(("namespace", namespace)) if namespace else 0
         chain: list[int] = []
         index = 0
-        while index < len(blocks):
-            chained = hash((parent, blocks[index]))
+        last = self.last
+        if last is not None and last[0] == root:
+            # the blocks shared with the last prompt are in the index with the same hashes
+            index = common_prefix_length(token_ids, last[1]) // size
+            if index:
+                chain = last[2][:index]
+                parent = chain[-1]
+        seen = self.blocks
+        while index < num_blocks:
+            chained = hash((parent, tuple(token_ids[index * size : (index + 1) * size])))
             if chained not in seen:
                 break
             parent = chained
             chain.append(chained)
             index += 1
-        rest = blocks[index] if index < len(blocks) else tail
+        rest = tuple(token_ids[index * size : (index + 1) * size])
         length = index * size
-        holder = self.holders.get(parent) if index else None
+        holder = self._holder(parent, index) if index else None
         kids = self.children.get(parent)
         if kids and rest:
             at = bisect_left(kids, rest)
@@ -115,34 +139,61 @@ class PrefixIndex:
             if best:
                 length += best
                 kid = near[shared.index(best)]
-                key = hash((parent, kid)) if len(kid) == size else (parent, kid)
-                holder = self.holders.get(key, holder)
-        return Match(length, blocks, tail, index, parent, chain, holder)
+                if len(kid) == size:
+                    found = self._holder(hash((parent, kid)), index + 1)
+                else:
+                    found = self.holders.get((parent, kid))
+                holder = holder if found is None else found
+        return Match(length, token_ids, root, index, parent, chain, holder)
 
     def insert(self, match: Match, now: float | None = None) -> int:
         """Remember the prompt `match` was computed for (sent at `now`, ms, when known);
         returns its number (0, 1, ...)."""
         number = self.num_prompts
+        size = self.block_size
+        token_ids = match.token_ids
+        start = match.matched_blocks * size
+        new_blocks = list(zip(*[iter(token_ids[start:])] * size, strict=False))
+        tail = tuple(token_ids[start + len(new_blocks) * size :])
         parent = match.parent
         created = []
-        add_child, blocks = self._add_child, self.blocks
-        for block in match.blocks[match.matched_blocks :]:
-            add_child(parent, block)
+        add = created.append
+        for block in new_blocks:
             parent = hash((parent, block))
-            blocks.add(parent)
-            created.append(parent)
+            add(parent)
+        children, add_child = self.children, self._add_child
+        if new_blocks:
+            add_child(match.parent, new_blocks[0])
+            if children.keys().isdisjoint(created):  # new chains: each block the only child
+                children.update(zip(created[:-1], map(_alone, new_blocks[1:]), strict=True))
+            else:
+                for before, block in zip(created[:-1], new_blocks[1:], strict=True):
+                    add_child(before, block)
+        self.blocks.update(created)
         holders = self.holders
-        holders.update(dict.fromkeys(match.chain, number))
-        holders.update(dict.fromkeys(created, number))
-        tail_added = bool(match.tail) and add_child(parent, match.tail)
+        tail_added = bool(tail) and add_child(parent, tail)
         if tail_added:
-            holders[(parent, match.tail)] = number  # (a prefix of a longer one keeps its holder)
+            holders[(parent, tail)] = number  # (a prefix of a longer one keeps its holder)
         if self.lifetime_ms is not None:
-            self._stamp(match, created, now, tail_added)
+            self._stamp(match, created, new_blocks, now, tail if tail_added else ())
+        chain = match.chain + created
+        if self.last is not None:  # the last prompt's blocks that this one leaves stay its own
+            before = self.last[2]
+            kept = common_prefix_length(before, chain)
+            if kept < len(before):
+                holders.update(dict.fromkeys(before[kept:], number - 1))
+        self.last = (match.root, token_ids, chain)
         self.num_prompts += 1
         return number
 
-    def _stamp(self, match: Match, created: list[int], now: float | None, tail: bool) -> None:
+    def _stamp(
+        self,
+        match: Match,
+        created: list[int],
+        new_blocks: list[tuple[int, ...]],
+        now: float | None,
+        tail: tuple[int, ...],
+    ) -> None:
         """Mark the nodes the prompt went through as used at `now` (or the latest time seen);
         a node keeps the parent and continuation it was created with."""
         if now is not None and (self.clock is None or now > self.clock):
@@ -156,13 +207,13 @@ class PrefixIndex:
                 touched[chained] = (stamp, entry[1], entry[2])
                 touched.move_to_end(chained)
         parent = match.parent
-        for chained, block in zip(created, match.blocks[match.matched_blocks :], strict=True):
+        for chained, block in zip(created, new_blocks, strict=True):
             touched[chained] = (stamp, parent, block)
             touched.move_to_end(chained)
             parent = chained
         if tail:
-            key = (parent, match.tail)
-            touched[key] = (stamp, parent, match.tail)
+            key = (parent, tail)
+            touched[key] = (stamp, parent, tail)
             touched.move_to_end(key)
 
     def expire(self, now: float | None) -> int:
@@ -175,6 +226,11 @@ class PrefixIndex:
             return 0
         cutoff = moment - self.lifetime_ms
         touched, children, holders, blocks = self.touched, self.children, self.holders, self.blocks
+        if not touched or next(iter(touched.values()))[0] >= cutoff:
+            return 0
+        if self.last is not None:  # its chain may go: name its holders, stop skipping along it
+            holders.update(dict.fromkeys(self.last[2], self.num_prompts - 1))
+            self.last = None
         forgotten = 0
         while touched:
             key, (stamp, parent, kid) = next(iter(touched.items()))
@@ -194,10 +250,20 @@ class PrefixIndex:
             forgotten += 1
         return forgotten
 
+    def _holder(self, node: int, depth: int) -> int | None:
+        """The latest prompt through `node`, the chained hash of `depth` full blocks."""
+        last = self.last
+        if last is not None and depth <= len(last[2]) and last[2][depth - 1] == node:
+            return self.num_prompts - 1
+        return self.holders.get(node)
+
     def live_holders(self) -> set[int]:
         """The prompts a match can still name as its holder (the others were passed by later
         prompts everywhere they went)."""
-        return set(self.holders.values())
+        live = set(self.holders.values())
+        if self.last is not None and self.last[2]:
+            live.add(self.num_prompts - 1)
+        return live
 
     def observe(self, token_ids: Sequence[int], namespace: str | None = None) -> int:
         """Shared prefix length with the earlier prompts, then remember this prompt."""
@@ -222,6 +288,7 @@ class PrefixIndex:
 
     def check_integrity(self) -> None:
         assert all(0 <= number < self.num_prompts for number in self.holders.values())
+        assert self.last is None or self.blocks.issuperset(self.last[2])
         stamps = [stamp for stamp, _, _ in self.touched.values()]
         assert stamps == sorted(stamps), "least recently used first"
         for kids in self.children.values():

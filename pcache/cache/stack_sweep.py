@@ -32,6 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from pcache.prefix import common_run_length
+
 _CHUNK_BITS = 10  # release times are counted in chunks of 1,024
 _FAR = 1 << 62  # the stack distance of a block never released
 
@@ -65,7 +67,7 @@ def sweep_pool(
     chunk_live = [0] * ((total_blocks >> _CHUNK_BITS) + 2)
     last_time: dict = {}
     get = last_time.get
-    clock = live_total = 0
+    clock = 0
     partial_slot = 0  # the previous request's partial block, free at the head
     for keys, num_tokens in requests:
         num_keys = len(keys)
@@ -88,24 +90,25 @@ def sweep_pool(
         repeated = hash_ids and len(set(keys)) < num_keys
         if repeated:  # a block twice in one request: two slots may hold it
             tainted = [True] * count
-        # stack distances before this request: live release times after the block's own
+        # stack distances before this request: live release times after the block's own;
+        # a run of blocks released together (times t, t - 1, ...) is one count
         times = [get(key) for key in keys]
         distances = [_FAR] * num_keys
-        before = None
-        previous_time = previous_distance = -2
-        for position, released in enumerate(times):
+        runs: list[tuple[int, int]] = []  # (latest release time, blocks) of each run
+        position = 0
+        while position < num_keys:
+            released = times[position]
             if released is None:
+                position += 1
                 continue
-            if released == previous_time - 1:  # released just before the block before it
-                distance = previous_distance + 1
-            else:
-                if before is None:
-                    before = [0, *accumulate(chunk_live)]
-                chunk = released >> _CHUNK_BITS
-                upto = before[chunk] + alive.count(1, chunk << _CHUNK_BITS, released + 1)
-                distance = live_total - upto
-            distances[position] = distance
-            previous_time, previous_distance = released, distance
+            chunk = released >> _CHUNK_BITS  # live times after it: in its chunk, then later
+            distance = alive.count(1, released + 1, (chunk + 1) << _CHUNK_BITS)
+            distance += sum(chunk_live[chunk + 1 :])
+            following = list(range(released - 1, released - num_keys + position, -1))
+            length = 1 + common_run_length(times, position + 1, following, 0)
+            distances[position : position + length] = range(distance, distance + length)
+            runs.append((released, length))
+            position += length
         leading = list(accumulate(distances[:num_lookup], max))
         for index, outcome in enumerate(outcomes):
             room = outcome.capacity - partial_slot
@@ -135,30 +138,30 @@ def sweep_pool(
                 if released is not None:
                     alive[released] = 0
                     chunk_live[released >> _CHUNK_BITS] -= 1
-                    live_total -= 1
                 alive[clock] = 1
                 chunk_live[clock >> _CHUNK_BITS] += 1
-                live_total += 1
                 last_time[key] = clock
         else:
-            for released in times:
-                if released is not None:
-                    alive[released] = 0
-                    chunk_live[released >> _CHUNK_BITS] -= 1
-                    live_total -= 1
+            for latest, length in runs:
+                alive[latest - length + 1 : latest + 1] = bytes(length)
+                _count(chunk_live, latest - length + 1, latest, -1)
             first = clock + 1
             clock += num_keys
             alive[first : clock + 1] = b"\x01" * num_keys
-            live_total += num_keys
-            for chunk in range(first >> _CHUNK_BITS, (clock >> _CHUNK_BITS) + 1):
-                low = max(first, chunk << _CHUNK_BITS)
-                high = min(clock, ((chunk + 1) << _CHUNK_BITS) - 1)
-                chunk_live[chunk] += high - low + 1
+            _count(chunk_live, first, clock, 1)
             last_time.update(zip(reversed(keys), range(first, clock + 1), strict=True))
         partial_slot = partial
     for index, outcome in enumerate(outcomes):
         outcome.peak_used_blocks = used[index]
     return outcomes
+
+
+def _count(chunk_live: list[int], low: int, high: int, sign: int) -> None:
+    """Add (`sign` 1) or take (-1) the release times `low..high` to their chunks' counts."""
+    for chunk in range(low >> _CHUNK_BITS, (high >> _CHUNK_BITS) + 1):
+        start = max(low, chunk << _CHUNK_BITS)
+        end = min(high, ((chunk + 1) << _CHUNK_BITS) - 1)
+        chunk_live[chunk] += sign * (end - start + 1)
 
 
 def unlimited_pool(

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pcache.cache.stack_sweep import CapacityOutcome, sweep_pool, unlimited_pool
+from pcache.prefix import common_prefix_length
 from pcache.replayer.report import ReplayReport, RequestOutcome
 from pcache.replayer.simulate import (
     SimulationOptions,
@@ -42,20 +43,28 @@ class _PoolFigures:
 
 
 def block_keys(trace: Trace, block_size: int) -> list[Sequence[int]]:
-    """Each token record's full blocks as interned integers (see the module docstring)."""
+    """Each token record's full blocks as interned integers (see the module docstring); the
+    blocks a record shares with the record before it (same salt) are that record's."""
     interned: dict = {}
     intern = interned.setdefault
     keys: list[Sequence[int]] = []
+    previous: tuple[object, Sequence[int], array] | None = None
     for record in trace.records:
         tokens = record.token_ids
         assert tokens is not None
-        parent: object = ("salt", record.cache_salt) if record.cache_salt else None
-        ids = array("q")
-        for start in range(0, len(tokens) - block_size + 1, block_size):
+        root: object = ("salt", record.cache_salt) if record.cache_salt else None
+        parent, ids, first = root, array("q"), 0
+        if previous is not None and previous[0] == root:
+            shared = common_prefix_length(tokens, previous[1]) // block_size
+            if shared:
+                ids = previous[2][:shared]
+                parent, first = ids[-1], shared * block_size
+        for start in range(first, len(tokens) - block_size + 1, block_size):
             key = (parent, tuple(tokens[start : start + block_size]))
             parent = intern(key, len(interned))
             ids.append(parent)
         keys.append(ids)
+        previous = (root, tokens, ids)
     return keys
 
 

@@ -18,6 +18,7 @@ from pcache.cache.capacity import resolve_model
 from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import reusable
 from pcache.errors import InputError, UsageError
+from pcache.gc_pause import paused_gc
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings, WithSettings
 from pcache.prompt.render import resolve_renderer
@@ -136,9 +137,12 @@ class Report:
 def build_report(options: ReportOptions, stage: Callable[[str], None] | None = None) -> Report:
     """Lint, replay and fold the log at `options.paths` into one `Report`; `stage(text)` is
     told what is being computed."""
-    stage = stage or (lambda text: None)
-    from pcache.replayer.arguments import ReplayArguments
-    from pcache.replayer.run import simulation_options, trace_settings
+    with paused_gc():  # the log's records, blocks and tree stay alive to the end
+        return _build_report(options, stage or (lambda text: None))
+
+
+def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Report:
+    from pcache.replayer.simulate_options import SimulateOptions
     from pcache.replayer.sweep import capacity_sweep
     from pcache.rules.runner import expand_paths
 
@@ -149,16 +153,18 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
 
         calibration = load_calibration(options.calibration)
     files = expand_paths(options.paths)
-    arguments = ReplayArguments(
-        trace=", ".join(options.paths),
+    # `pcache replay --simulate` with the report's model, tokenizer, block size and date (its
+    # own options class: the other drivers' are not imported)
+    arguments = SimulateOptions(
         model=options.model,
-        tokenizer=options.tokenizer,
-        block_size=options.block_size,
-        date=options.date,
+        tokenizer_given=True,
+        settings=Settings(
+            tokenizer=options.tokenizer, block_size=options.block_size, date=options.date
+        ),
     )
     if calibration is not None:
         arguments = replace(arguments, ttft=calibration.model)
-    settings = trace_settings(arguments)
+    settings = arguments.settings
     if len(files) == 1 and _first_format(files[0]) in HASH_FORMATS:
         stage("reading")
         trace, origins = _read(files, settings)
@@ -169,7 +175,7 @@ def build_report(options: ReportOptions, stage: Callable[[str], None] | None = N
     hashed = trace.format in HASH_FORMATS
 
     shape = resolve_model(options.model)
-    simulation = simulation_options(arguments, shape.kv_bytes_per_token)
+    simulation = arguments.simulation_options(shape.kv_bytes_per_token)
     stage("replaying")
     swept = capacity_sweep(trace, simulation, options.sweep_points, keep_requests=True)
     sweep = swept.reports
@@ -305,7 +311,8 @@ def _lint_and_read(options: ReportOptions, files: list[str], settings: Settings)
         if token_ids is None:
             skipped.append(str(item))
         else:
-            records.append(record_of_request(item, token_ids, len(records), settings.cache_salt))
+            salt = settings.cache_salt  # (no router reads the report's records: no routing text)
+            records.append(record_of_request(item, token_ids, len(records), salt, routing=False))
 
     lint = _lint(options, observe)
     if len(by_file) != len(files) or not all(records for records, _ in by_file.values()):

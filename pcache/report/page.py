@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pcache.gc_pause import paused_gc
 from pcache.replayer.report import distribution_of
 from pcache.report import charts
 from pcache.report.build import Report
@@ -39,7 +40,8 @@ def render_page(report: Report, command: str) -> str:
         undefined=jinja2.StrictUndefined,
     )
     template = environment.get_template("report.html.j2")
-    return template.render(**context(report, command))
+    with paused_gc():  # a collection here would traverse the whole report for nothing
+        return template.render(**context(report, command))
 
 
 def context(report: Report, command: str) -> dict[str, Any]:

@@ -39,7 +39,9 @@ MIN_SHARED_CONTENT = 24
 prefix when nothing of a later part does: realigning over template text alone (a value at the
 very end of the last shared message) saves nothing worth moving the value for."""
 FORGET_EVERY = 256
-"""Requests between two passes that forget the requests no cache can name any more."""
+"""Requests between two passes that forget the requests no cache can name any more (at least:
+a pass reads every holder of the caches, so that they are read `FORGET_EVERY` times per
+request at most, the passes are further apart when the caches hold more)."""
 MAX_STEPS = 16
 """Divergences undone per request at most (each one must save tokens)."""
 
@@ -229,6 +231,8 @@ class Costs:
         of a prefix."""
         self.expired_nodes = 0
         """Prefix nodes the cache forgot after the lifetime (`PrefixIndex.expire`)."""
+        self.forget_at = FORGET_EVERY
+        """The number of cached requests at which the next forgetting pass runs."""
         self.namespaces: set[str | None] = set()
         self.debts: dict[str, int] = {}
         """Tokens the fixed log costs more than the log in some requests, by rule: taken off
@@ -341,14 +345,17 @@ class Costs:
         )
 
     def _drop_released(self) -> None:
-        """Every `FORGET_EVERY` requests, forget those no cache can return as a holder any
-        more (what sessions extend and identical prompts repeat): memory follows the distinct
-        prefixes, not the requests."""
-        if self.index.num_prompts % FORGET_EVERY:
+        """Every `FORGET_EVERY` requests or more (see it), forget those no cache can return as
+        a holder any more (what sessions extend and identical prompts repeat): memory follows
+        the distinct prefixes, not the requests."""
+        if self.index.num_prompts < self.forget_at:
             return
         live = self.index.live_holders()
+        held = len(self.index.holders)
         if self.fixed_index is not None:
             live |= self.fixed_index.live_holders()
+            held += len(self.fixed_index.holders)
+        self.forget_at = self.index.num_prompts + max(FORGET_EVERY, held // FORGET_EVERY)
         for number in [number for number in self.earlier if number not in live]:
             del self.earlier[number]
 

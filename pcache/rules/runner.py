@@ -14,6 +14,7 @@ from typing import Any
 from pcache.cache.profiles import load_profile, longest_ttl_seconds
 from pcache.divergence.classify import explain
 from pcache.errors import InputError, UsageError
+from pcache.gc_pause import paused_gc
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
@@ -575,9 +576,10 @@ def lint_paths(
 
 def _lint_files(files, options, config, progress) -> LintReport:
     run = _Run(options, config, progress)
-    for path in files:
-        run.lint_file(path)
-    return run.finish()
+    with paused_gc():  # the pass keeps what it builds: nothing for the collector to find
+        for path in files:
+            run.lint_file(path)
+        return run.finish()
 
 
 def lint_values(values: list[object], options: LintOptions, source: str = "<memory>") -> LintReport:

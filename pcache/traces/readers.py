@@ -145,9 +145,14 @@ def _read_hash_records(entries: Iterator, trace: Trace, strict: bool) -> None:
 
 
 def record_of_request(
-    request: Any, token_ids: list[int], index: int, cache_salt: str | None = None
+    request: Any,
+    token_ids: list[int],
+    index: int,
+    cache_salt: str | None = None,
+    routing: bool = True,
 ) -> TraceRecord:
-    """The record of a rendered request (`cache_salt`: the settings' salt, over the request's)."""
+    """The record of a rendered request (`cache_salt`: the settings' salt, over the request's;
+    `routing`: keep the text routers that key on characters read, else None)."""
     return TraceRecord(
         index=index,
         line=request.line,
@@ -158,7 +163,7 @@ def record_of_request(
         session_id=request.session_id,
         cache_salt=cache_salt or request.cache_salt,
         observed_cached_tokens=request.cached_tokens,
-        routing_text=_joined_text(request),
+        routing_text=_joined_text(request) if routing else None,
         model=request.model,
     )
 
