@@ -368,10 +368,14 @@ def test_bad_trace_files(cli, tmp_path):
     binary.write_bytes(b"\x00\x01\x02")
     junk = tmp_path / "junk.jsonl"
     junk.write_text("[1, 2]\n{\n")
+    no_logs = tmp_path / "no_logs"
+    no_logs.mkdir()
+    (no_logs / "notes.txt").write_text("{}\n")
     for path, message in (
         (empty, "empty"),
         (binary, "binary"),
-        (tmp_path, "directory"),
+        (tmp_path, "binary.jsonl"),  # a directory is one log: its first bad file is named
+        (no_logs, "no request logs (.jsonl, .ndjson) in this directory"),
         (junk, "no valid requests"),
     ):
         result = cli("replay", path, "--simulate")
