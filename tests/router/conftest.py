@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 VENV_VARIABLE = "PCACHE_ROUTER_VENV"
-START_TIMEOUT_S = 60
 
 
 def router_venv() -> Path | str:
@@ -43,54 +38,15 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=venv))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_workers(url: str, count: int, child: subprocess.Popen) -> None:
-    import httpx
-
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert child.poll() is None, "the router exited"
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            workers = httpx.get(f"{url}/workers", timeout=2).json().get("workers", [])
-            if sum(1 for worker in workers if worker.get("is_healthy")) == count:
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"the router at {url} never listed {count} healthy workers")
-
-
 @contextlib.contextmanager
 def router(policy: str, workers: list[str], log: Path):
     """The base URL of `sglang_router.launch_router --policy POLICY` over `workers`."""
+    from bench.router.compare import router as launch_router
+
     venv = router_venv()
     assert not isinstance(venv, str), venv
-    port = free_port()
-    command = [
-        str(venv / "bin" / "python"), "-m", "sglang_router.launch_router",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
-        "--policy", policy, "--worker-urls", *workers,
-    ]  # fmt: skip
-    with log.open("wb") as sink:
-        child = subprocess.Popen(
-            command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_workers(url, len(workers), child)
+    with launch_router(venv, policy, workers, log) as (url, _listed):
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGTERM)
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
