@@ -102,8 +102,15 @@ def capacity_sweep(
     free = unlimited_pool(zip(keys, lengths, strict=True), block_size, hash_ids)
     unlimited = _assemble(trace, unlimited_options, block_size, free, keep_requests)
     capacities = sweep_capacities(trace, options, points, free.peak_used_blocks)
+    # a pool at least as large as the blocks the unlimited one ever used evicts nothing: its
+    # outcome is the unlimited one's, and only the smaller capacities need the stack pass
+    evicting = [size for size in capacities if size < free.peak_used_blocks]
     total = sum(len(ids) for ids in keys)
-    outcomes = sweep_pool(zip(keys, lengths, strict=True), block_size, capacities, hash_ids, total)
+    outcomes = []
+    if evicting:
+        requests = zip(keys, lengths, strict=True)
+        outcomes = sweep_pool(requests, block_size, evicting, hash_ids, total)
+    outcomes += [replace(free, capacity=size) for size in capacities[len(evicting) :]]
     reports = []
     for size, outcome in zip(capacities, outcomes, strict=True):
         keep = keep_requests and size == capacities[-1]
