@@ -171,7 +171,8 @@ def ttft_figure(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]):
 
 def _cdf_steps(values: Sequence[float]) -> tuple[list[float], list[float]]:
     """The corners of a step CDF: each distinct value once, with the fraction of values at
-    or below it (the line of every value's own step, without its zero-width steps)."""
+    or below it (the line of every value's own step, without its zero-width steps), after
+    the first value's own fraction."""
     ordered = sorted(values)
     count = len(ordered)
     xs: list[float] = []
@@ -182,6 +183,9 @@ def _cdf_steps(values: Sequence[float]) -> tuple[list[float], list[float]]:
         else:
             xs.append(value)
             fractions.append(rank / count)
+    if xs and fractions[0] != 1 / count:  # the line starts at the first value's own step
+        xs.insert(0, xs[0])
+        fractions.insert(0, 1 / count)
     return xs, fractions
 
 
