@@ -18,8 +18,10 @@ afterwards is marked inexact (`CapacityOutcome.exact`); the caller replays it in
 Before any eviction, every block ever released is still cached, duplicates or not.
 
 Request shapes (`hash_ids`):
-- token requests (False): `keys` are the full blocks' identities, `num_tokens` the prompt
-  length; the lookup stops at `(num_tokens - 1) // block_size` blocks (the last token is
+- token requests (False): `keys` are the full blocks' identities, chained (a block's
+  identity names its prefix's, as `pcache.replayer.sweep.block_keys` makes them: after a
+  block never released come only blocks never released), `num_tokens` the prompt length;
+  the lookup stops at `(num_tokens - 1) // block_size` blocks (the last token is
   recomputed) and a partial last block is allocated but never cached;
 - hash-id requests (True): `keys` are all the request's blocks (the last may be partial, it
   is cached all the same); cached tokens are `min(hits x block_size, num_tokens)`.
@@ -92,13 +94,15 @@ def sweep_pool(
             tainted = [True] * count
         # stack distances before this request: live release times after the block's own;
         # a run of blocks released together (times t, t - 1, ...) is one count
-        times = [get(key) for key in keys]
+        times = list(map(get, keys))
         distances = [_FAR] * num_keys
         runs: list[tuple[int, int]] = []  # (latest release time, blocks) of each run
         position = 0
         while position < num_keys:
             released = times[position]
             if released is None:
+                if not hash_ids:  # chained keys: nothing after a new block was released
+                    break
                 position += 1
                 continue
             chunk = released >> _CHUNK_BITS  # live times after it: in its chunk, then later

@@ -49,13 +49,15 @@ def block_keys(trace: Trace, block_size: int) -> list[Sequence[int]]:
     intern = interned.setdefault
     keys: list[Sequence[int]] = []
     previous: tuple[object, Sequence[int], array] | None = None
+    guess = 0  # the tokens of full blocks the last record shared with the one before it
     for record in trace.records:
         tokens = record.token_ids
         assert tokens is not None
         root: object = ("salt", record.cache_salt) if record.cache_salt else None
         parent, ids, first = root, array("q"), 0
         if previous is not None and previous[0] == root:
-            shared = common_prefix_length(tokens, previous[1]) // block_size
+            shared = _shared_blocks(tokens, previous[1], block_size, guess)
+            guess = shared * block_size
             if shared:
                 ids = previous[2][:shared]
                 parent, first = ids[-1], shared * block_size
@@ -66,6 +68,16 @@ def block_keys(trace: Trace, block_size: int) -> list[Sequence[int]]:
         keys.append(ids)
         previous = (root, tokens, ids)
     return keys
+
+
+def _shared_blocks(tokens: Sequence[int], before: Sequence[int], block_size: int, guess: int):
+    """The full blocks `tokens` and `before` share from the start; `guess` (a multiple of
+    `block_size`), when right, is checked with two comparisons instead of a search."""
+    if 0 < guess <= min(len(tokens), len(before)) and tokens[:guess] == before[:guess]:
+        following = tokens[guess : guess + block_size]
+        if len(following) < block_size or following != before[guess : guess + block_size]:
+            return guess // block_size
+    return common_prefix_length(tokens, before) // block_size
 
 
 def one_pass_applies(trace: Trace, options: SimulationOptions) -> bool:
@@ -102,8 +114,15 @@ def capacity_sweep(
     free = unlimited_pool(zip(keys, lengths, strict=True), block_size, hash_ids)
     unlimited = _assemble(trace, unlimited_options, block_size, free, keep_requests)
     capacities = sweep_capacities(trace, options, points, free.peak_used_blocks)
+    # a pool at least as large as the blocks the unlimited one ever used evicts nothing: its
+    # outcome is the unlimited one's, and only the smaller capacities need the stack pass
+    evicting = [size for size in capacities if size < free.peak_used_blocks]
     total = sum(len(ids) for ids in keys)
-    outcomes = sweep_pool(zip(keys, lengths, strict=True), block_size, capacities, hash_ids, total)
+    outcomes = []
+    if evicting:
+        requests = zip(keys, lengths, strict=True)
+        outcomes = sweep_pool(requests, block_size, evicting, hash_ids, total)
+    outcomes += [replace(free, capacity=size) for size in capacities[len(evicting) :]]
     reports = []
     for size, outcome in zip(capacities, outcomes, strict=True):
         keep = keep_requests and size == capacities[-1]

@@ -128,7 +128,8 @@ def explain_branch_points(
 
 
 def _render(indices: list[int], origins: Sequence[Origin], settings, renderer) -> dict:
-    """The requests at `indices`, read again from their files and rendered as before."""
+    """The requests at `indices`, read again from their files and rendered as before; a file
+    is read up to the last line wanted from it (documents come in line order)."""
     by_path: dict[str, dict[int | None, int]] = {}
     for index in indices:
         origin = origins[index]
@@ -136,8 +137,14 @@ def _render(indices: list[int], origins: Sequence[Origin], settings, renderer) -
     rendered = {}
     options = settings.render_options()
     for path, lines in by_path.items():
+        numbered = [line for line in lines if line is not None]
+        last = max(numbered) if len(numbered) == len(lines) else None
         for document in iter_documents(path, skip_errors=True):
-            if not isinstance(document, Document) or document.line not in lines:
+            if not isinstance(document, Document):
+                continue
+            if last is not None and document.line is not None and document.line > last:
+                break  # (the spans of one OTLP line are consecutive: all of them were seen)
+            if document.line not in lines:
                 continue
             index = lines[document.line]
             request = request_from_document(document.value, document.source, document.line)

@@ -23,30 +23,35 @@ _METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.S)
 _NAMESPACES = re.compile(r'\sxmlns(:xlink)?="[^"]*"')  # inline SVG in HTML needs none
 
 
-def _pyplot():
+def _figure(width: float, height: float, rows: int = 1, columns: int = 1):
+    """A new figure and its axes, on its own Agg canvas: no pyplot (its import and its
+    figure manager cost more than the charts' drawing)."""
     try:
         import matplotlib
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
     except ImportError:
         raise ConfigError(
             "pcache report draws its charts with matplotlib: pip install 'pcache[plot]'"
         ) from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    matplotlib.rcParams.update(_STYLE)
+    figure = Figure(figsize=(width, height))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(rows, columns)
+    return figure, axes
 
-    plt.rcParams.update(
-        {
-            "svg.fonttype": "none",
-            "text.parse_math": False,  # a file name with $ signs is text
-            "svg.hashsalt": "pcache-report",
-            "font.family": "sans-serif",
-            "font.size": 10,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-            "axes.grid": True,
-            "grid.alpha": 0.3,
-        }
-    )
-    return plt
+
+_STYLE = {
+    "svg.fonttype": "none",
+    "text.parse_math": False,  # a file name with $ signs is text
+    "svg.hashsalt": "pcache-report",
+    "font.family": "sans-serif",
+    "font.size": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
 
 
 def _ticker():
@@ -56,12 +61,8 @@ def _ticker():
 
 
 def _svg(figure, label: str) -> str:
-    plt = _pyplot()
     buffer = io.StringIO()
-    try:
-        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    finally:
-        plt.close(figure)
+    figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     markup = _HEADER.sub(r"\1", buffer.getvalue(), count=1)
     markup = _SIZE.sub("", markup, count=2)
     markup = _METADATA.sub("", markup, count=1)
@@ -72,9 +73,8 @@ def _svg(figure, label: str) -> str:
 
 def findings_bars(codes: Sequence[str], tokens: Sequence[int], counts: Sequence[int]) -> str:
     """Tokens re-prefilled per rule (horizontal bars), the finding count at each bar's end."""
-    plt = _pyplot()
     height = 0.9 + 0.26 * max(len(codes), 1)
-    figure, axes = plt.subplots(figsize=(WIDTH_IN, height))
+    figure, axes = _figure(WIDTH_IN, height)
     rows = list(range(len(codes)))[::-1]
     axes.barh(rows, tokens, color=OFF, height=0.6)
     axes.set_yticks(rows, list(codes))
@@ -111,12 +111,11 @@ def capacity_figure(
     unlimited_blocks: int,
 ):
     """`capacity_curve`'s matplotlib figure."""
-    plt = _pyplot()
-    figure, left = plt.subplots(figsize=(WIDTH_IN, 3.8))
+    figure, left = _figure(WIDTH_IN, 3.8)
     left.plot(blocks, hit_rates, marker="o", color=ON, label="token hit rate")
     left.set_xscale("log")
     left.set_xticks(list(blocks), [f"{size:,}" for size in blocks])
-    left.xaxis.set_minor_formatter(_ticker().NullFormatter())
+    left.xaxis.set_minor_locator(_ticker().NullLocator())  # the capacities are the ticks
     left.set_ylim(0, 1)
     left.set_xlabel(f"cache capacity (blocks of {block_size} tokens, log scale)")
     left.set_ylabel("token hit rate", color=ON)
@@ -149,12 +148,10 @@ def ttft_cdfs(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]) ->
 
 def ttft_figure(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]):
     """`ttft_cdfs`'s matplotlib figure."""
-    plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.8))
+    figure, axes = _figure(WIDTH_IN, 3.8)
     for label, values, cache_on, source, measured in series:
         style = ("-", "--") if source == 0 else ("-.", ":")
-        ordered = sorted(values)
-        fractions = [(rank + 1) / len(ordered) for rank in range(len(ordered))]
+        ordered, fractions = _cdf_steps(values)
         axes.step(
             ordered,
             fractions,
@@ -172,6 +169,26 @@ def ttft_figure(series: Sequence[tuple[str, Sequence[float], bool, int, bool]]):
     return figure
 
 
+def _cdf_steps(values: Sequence[float]) -> tuple[list[float], list[float]]:
+    """The corners of a step CDF: each distinct value once, with the fraction of values at
+    or below it (the line of every value's own step, without its zero-width steps), after
+    the first value's own fraction."""
+    ordered = sorted(values)
+    count = len(ordered)
+    xs: list[float] = []
+    fractions: list[float] = []
+    for rank, value in enumerate(ordered, 1):
+        if xs and xs[-1] == value:
+            fractions[-1] = rank / count
+        else:
+            xs.append(value)
+            fractions.append(rank / count)
+    if xs and fractions[0] != 1 / count:  # the line starts at the first value's own step
+        xs.insert(0, xs[0])
+        fractions.insert(0, 1 / count)
+    return xs, fractions
+
+
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h")
 
@@ -180,8 +197,7 @@ def fleet_figure(lines: dict[str, Sequence[tuple[int, float, float, float]]]):
     """A fleet grid: token hit rate, requests max/mean and the misrouted share against the
     replica count, one line per router ((replicas, hit rate, imbalance, misrouted) points).
     Lines differ in marker and dash as well as colour (readable without colour)."""
-    plt = _pyplot()
-    figure, axes = plt.subplots(1, 3, figsize=(WIDTH_IN, 3.6))
+    figure, axes = _figure(WIDTH_IN, 3.6, 1, 3)
     counts = sorted({point[0] for line in lines.values() for point in line})
     panels = (
         (1, "token hit rate", (0, 1)),
@@ -224,7 +240,6 @@ def fleet_chart(lines: dict[str, Sequence[tuple[int, float, float, float]]]) -> 
 
 def png(figure, title: str | None = None) -> bytes:
     """A figure as PNG (`pcache replay --plot`), titled if `title` is given."""
-    plt = _pyplot()
     if title and len(figure.axes) > 2:  # panels have titles of their own
         figure.suptitle(title, fontsize=10)
         figure.tight_layout()
@@ -232,10 +247,7 @@ def png(figure, title: str | None = None) -> bytes:
         figure.axes[0].set_title(title)
         figure.tight_layout()
     buffer = io.BytesIO()
-    try:
-        figure.savefig(buffer, format="png", dpi=110)
-    finally:
-        plt.close(figure)
+    figure.savefig(buffer, format="png", dpi=110)
     return buffer.getvalue()
 
 
@@ -243,8 +255,7 @@ def timeline(
     x: Sequence[float], cached: Sequence[int], uncached: Sequence[int], x_label: str
 ) -> str:
     """Cached and recomputed prompt tokens per request (or per bin of requests), stacked."""
-    plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(WIDTH_IN, 3.4))
+    figure, axes = _figure(WIDTH_IN, 3.4)
     axes.stackplot(
         x,
         cached,

@@ -59,9 +59,12 @@ class PrefixTrie:
                 self._visit(leaf, num_tokens)
                 return
             edge = self.prompts[child.owner]
-            shared = common_prefix_length(edge, units, position + 1)
-            shared = min(shared, child.end)
-            if shared < child.end:
+            end = child.end
+            if edge[position + 1 : end] == units[position + 1 : end]:  # through the whole edge
+                shared = end
+            else:
+                shared = min(common_prefix_length(edge, units, position + 1), end)
+            if shared < end:
                 child = self._split(node, child, shared)
             self._visit(child, num_tokens)
             node, position = child, shared
