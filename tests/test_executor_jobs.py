@@ -6,7 +6,9 @@ cluster: tests/test_executor_ray.py.)"""
 from __future__ import annotations
 
 import dataclasses
+import socket
 import sys
+import time
 
 import pytest
 
@@ -183,3 +185,20 @@ def test_ray_not_installed_is_one_line_and_exit_2(cli, monkeypatch):
         assert result.exit_code == 2, result.output
         assert "pip install 'pcache[ray]'" in result.output, result.output
         assert "Traceback" not in result.output
+
+
+def test_an_unreachable_ray_address_is_one_line_and_exit_2(cli):
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("this process has joined a Ray cluster already")
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    result = cli(
+        "lint", SAMPLES / "prompts", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"
+    )
+    assert time.monotonic() - started < 30
+    assert result.exit_code == 2, result.output
+    assert f"--ray-address 127.0.0.1:{port}: nothing accepts connections" in result.output
+    assert "Traceback" not in result.output

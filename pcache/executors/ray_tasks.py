@@ -28,6 +28,30 @@ def import_ray() -> Any:
     return ray
 
 
+CONNECT_TIMEOUT_S = 5.0
+"""How long a named cluster's head may take to accept a connection (Ray itself waits minutes)."""
+
+
+def check_reachable(address: str | None) -> None:
+    """A one-line `UsageError` when `address` names a HOST:PORT (or ray://HOST:PORT) that
+    accepts no connection, before `ray.init` would wait for it."""
+    if address is None or address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # Ray's own forms and errors
+    import socket
+
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as failure:
+        reason = failure.strerror or type(failure).__name__
+        raise UsageError(
+            f"--ray-address {address}: nothing accepts connections there ({reason})"
+        ) from None
+
+
 class RayExecutor:
     """Runs each task on a Ray cluster (a local one unless `address` names another)."""
 
@@ -39,6 +63,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, max_in_flight: int | None = None):
         ray = import_ray()
         if not ray.is_initialized():
+            check_reachable(address)
             try:
                 ray.init(
                     address=address,
