@@ -31,12 +31,17 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pcache.cache.hashing import HashSettings
-from pcache.cache.kv_cache_manager import cdiv
-from pcache.cache.request import CacheRequest
 from pcache.defaults import DEFAULT_CHARS_PER_TOKEN
-from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
-from pcache.replayer.fleet import _make_pools, _Probe, fleet_report, simulate_fleet
+from pcache.replayer.fleet import (
+    _make_pools,
+    _Probe,
+    fleet_report,
+    probe_token_keys,
+    serve_serial,
+    simulate_fleet,
+    too_small_error,
+)
 from pcache.replayer.fleet_report import FleetSummary, ReplicaStats
 from pcache.replayer.policies import CapacityTooSmall
 from pcache.replayer.report import ReplayReport
@@ -115,16 +120,10 @@ def probe_keys(trace: Trace, options: SimulationOptions, block_size: int) -> lis
     if options.policy == "radix" or trace.block_size is not None:
         return None
     settings = HashSettings(algo=options.hash_algo, block_size=block_size)
-    keys: list = []
-    for record in trace.records:
-        if record.input_length == 0:
-            keys.append(None)
-            continue
-        request = CacheRequest.from_tokens(
-            "probe", record.token_ids, settings, cache_salt=record.cache_salt
-        )
-        keys.append(request.block_hashes[: (request.num_tokens - 1) // block_size])
-    return keys
+    return [
+        probe_token_keys(record, settings, block_size) if record.input_length else None
+        for record in trace.records
+    ]
 
 
 def simulate_replica(
@@ -147,9 +146,7 @@ def simulate_replica(
                     cached[position] = len(index.leading_hits(keys[position])) * block_size
                 continue
             try:
-                served = pool.serve(record, now)
-                if served is None:
-                    raise CapacityTooSmall(cdiv(record.input_length, block_size))
+                served = serve_serial(pool, record, now, block_size)
             except CapacityTooSmall as too_small:
                 failure = (position, too_small.needed_blocks)
                 return ReplicaRun(cached, hits, pool.evicted_blocks, pool.peak_used_blocks, failure)
@@ -200,13 +197,7 @@ def _merge(trace, options, block_size, router_name, parameters, choices, runs, p
     failures = [run.failure for run in runs if run.failure is not None]
     if failures:
         position, needed = min(failures)
-        record = trace.records[position]
-        where = f"line {record.line}" if record.line is not None else f"request {position}"
-        raise UsageError(
-            f"{trace.source}: a replica of {options.cache_blocks} blocks cannot hold the"
-            f" request at {where} ({record.input_length} tokens need"
-            f" {needed} blocks of {block_size}); raise --cache-blocks"
-        )
+        raise too_small_error(trace, options, position, needed, block_size)
     num_replicas = len(runs)
     values = asdict(build_parameters(router_name, parameters))
     stats = [ReplicaStats(replica) for replica in range(num_replicas)]
