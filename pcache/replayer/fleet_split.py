@@ -47,7 +47,7 @@ from pcache.replayer.policies import CapacityTooSmall
 from pcache.replayer.report import ReplayReport
 from pcache.replayer.routers import build_parameters, make_router
 from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
-from pcache.replayer.simulate import SimulationOptions
+from pcache.replayer.simulate import SimulationOptions, ttft_counts
 from pcache.traces.record import Trace
 
 Progress = Callable[[int], None] | None
@@ -202,14 +202,10 @@ def _merge(trace, options, block_size, router_name, parameters, choices, runs, p
     values = asdict(build_parameters(router_name, parameters))
     stats = [ReplicaStats(replica) for replica in range(num_replicas)]
     summary = FleetSummary(router_name, num_replicas, values)
-    model = options.ttft
-    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
-    ttfts: Counter[float] = Counter()
-    ttfts_cold: Counter[float] = Counter()
+    pairs: Counter[tuple[int, int]] = Counter()
     query_tokens = hit_tokens = hit_requests = 0
     columns = [run.cached for run in runs]
     for position, record in enumerate(trace.records):
-        now = start = record.timestamp_ms
         chosen = choices[position]
         cached_by_replica = [column[position] for column in columns]
         cached = cached_by_replica[chosen]
@@ -219,10 +215,7 @@ def _merge(trace, options, block_size, router_name, parameters, choices, runs, p
             summary.misrouted_requests += 1
             summary.misrouted_tokens += best - cached
         num_tokens = record.input_length
-        cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
-        prefill = cold - per_token * cached - per_pair * (cached * (cached + 1) // 2)
-        ttfts[(start - now) + prefill] += 1
-        ttfts_cold[cold] += 1
+        pairs[num_tokens, cached] += 1
         replica_stats = stats[chosen]
         replica_stats.requests += 1
         replica_stats.prompt_tokens += num_tokens
@@ -239,4 +232,5 @@ def _merge(trace, options, block_size, router_name, parameters, choices, runs, p
         replica_stats.peak_used_blocks = run.peak_used_blocks
     summary.replicas = stats
     totals = (query_tokens, hit_tokens, hit_requests)
+    ttfts, ttfts_cold = ttft_counts(options.ttft, pairs)
     return fleet_report(trace, options, block_size, summary, totals, ttfts, ttfts_cold)
