@@ -131,15 +131,42 @@ class _Probe:
             ]
         if record.input_length == 0:
             return [0] * len(self.pools)
-        settings = self.pools[0].hash_settings
-        request = CacheRequest.from_tokens(
-            "probe", record.token_ids, settings, cache_salt=record.cache_salt
-        )
-        keys = request.block_hashes[: (request.num_tokens - 1) // block_size]
+        keys = probe_token_keys(record, self.pools[0].hash_settings, block_size)
         return [
             len(pool.pool.cached_block_hash_to_block.leading_hits(keys)) * block_size
             for pool in self.pools
         ]
+
+
+def probe_token_keys(record: TraceRecord, settings: HashSettings, block_size: int) -> list:
+    """The block hashes of a token request's prefix that a hit can cover (all but the block
+    holding its last token), the keys a vllm pool's index is probed with."""
+    request = CacheRequest.from_tokens(
+        "probe", record.token_ids, settings, cache_salt=record.cache_salt
+    )
+    return request.block_hashes[: (request.num_tokens - 1) // block_size]
+
+
+def serve_serial(pool, record: TraceRecord, now: float, block_size: int) -> tuple[int, int]:
+    """`pool.serve` for a serial replay: (cached tokens, hit blocks), or `CapacityTooSmall`
+    where the pool cannot hold the request."""
+    served = pool.serve(record, now)
+    if served is None:
+        raise CapacityTooSmall(cdiv(record.input_length, block_size))
+    return served
+
+
+def too_small_error(
+    trace: Trace, options: SimulationOptions, position: int, needed_blocks: int, block_size: int
+) -> UsageError:
+    """The error of a replica too small for the request at `position`."""
+    record = trace.records[position]
+    where = f"line {record.line}" if record.line is not None else f"request {position}"
+    return UsageError(
+        f"{trace.source}: a replica of {options.cache_blocks} blocks cannot hold the"
+        f" request at {where} ({record.input_length} tokens need"
+        f" {needed_blocks} blocks of {block_size}); raise --cache-blocks"
+    )
 
 
 def simulate_fleet(
@@ -202,17 +229,11 @@ def _simulate_fleet(
                 state.active_blocks[chosen] -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
             else:
-                served = pool.serve(record, now)
-                if served is None:
-                    raise CapacityTooSmall(cdiv(record.input_length, block_size))
-                cached, hit_blocks = served
+                cached, hit_blocks = serve_serial(pool, record, now, block_size)
                 assert cached == cached_by_replica[chosen], (position, cached, cached_by_replica)
         except CapacityTooSmall as failure:
-            where = f"line {record.line}" if record.line is not None else f"request {position}"
-            raise UsageError(
-                f"{trace.source}: a replica of {options.cache_blocks} blocks cannot hold the"
-                f" request at {where} ({record.input_length} tokens need"
-                f" {failure.needed_blocks} blocks of {block_size}); raise --cache-blocks"
+            raise too_small_error(
+                trace, options, position, failure.needed_blocks, block_size
             ) from None
         best = max(cached_by_replica)
         summary.best_hit_tokens += best

@@ -31,18 +31,23 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pcache.cache.hashing import HashSettings
-from pcache.cache.kv_cache_manager import cdiv
-from pcache.cache.request import CacheRequest
 from pcache.defaults import DEFAULT_CHARS_PER_TOKEN
-from pcache.errors import UsageError
 from pcache.gc_pause import paused_gc
-from pcache.replayer.fleet import _make_pools, _Probe, fleet_report, simulate_fleet
+from pcache.replayer.fleet import (
+    _make_pools,
+    _Probe,
+    fleet_report,
+    probe_token_keys,
+    serve_serial,
+    simulate_fleet,
+    too_small_error,
+)
 from pcache.replayer.fleet_report import FleetSummary, ReplicaStats
 from pcache.replayer.policies import CapacityTooSmall
 from pcache.replayer.report import ReplayReport
 from pcache.replayer.routers import build_parameters, make_router
 from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
-from pcache.replayer.simulate import SimulationOptions
+from pcache.replayer.simulate import SimulationOptions, ttft_counts
 from pcache.traces.record import Trace
 
 Progress = Callable[[int], None] | None
@@ -115,16 +120,10 @@ def probe_keys(trace: Trace, options: SimulationOptions, block_size: int) -> lis
     if options.policy == "radix" or trace.block_size is not None:
         return None
     settings = HashSettings(algo=options.hash_algo, block_size=block_size)
-    keys: list = []
-    for record in trace.records:
-        if record.input_length == 0:
-            keys.append(None)
-            continue
-        request = CacheRequest.from_tokens(
-            "probe", record.token_ids, settings, cache_salt=record.cache_salt
-        )
-        keys.append(request.block_hashes[: (request.num_tokens - 1) // block_size])
-    return keys
+    return [
+        probe_token_keys(record, settings, block_size) if record.input_length else None
+        for record in trace.records
+    ]
 
 
 def simulate_replica(
@@ -147,9 +146,7 @@ def simulate_replica(
                     cached[position] = len(index.leading_hits(keys[position])) * block_size
                 continue
             try:
-                served = pool.serve(record, now)
-                if served is None:
-                    raise CapacityTooSmall(cdiv(record.input_length, block_size))
+                served = serve_serial(pool, record, now, block_size)
             except CapacityTooSmall as too_small:
                 failure = (position, too_small.needed_blocks)
                 return ReplicaRun(cached, hits, pool.evicted_blocks, pool.peak_used_blocks, failure)
@@ -200,25 +197,15 @@ def _merge(trace, options, block_size, router_name, parameters, choices, runs, p
     failures = [run.failure for run in runs if run.failure is not None]
     if failures:
         position, needed = min(failures)
-        record = trace.records[position]
-        where = f"line {record.line}" if record.line is not None else f"request {position}"
-        raise UsageError(
-            f"{trace.source}: a replica of {options.cache_blocks} blocks cannot hold the"
-            f" request at {where} ({record.input_length} tokens need"
-            f" {needed} blocks of {block_size}); raise --cache-blocks"
-        )
+        raise too_small_error(trace, options, position, needed, block_size)
     num_replicas = len(runs)
     values = asdict(build_parameters(router_name, parameters))
     stats = [ReplicaStats(replica) for replica in range(num_replicas)]
     summary = FleetSummary(router_name, num_replicas, values)
-    model = options.ttft
-    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
-    ttfts: Counter[float] = Counter()
-    ttfts_cold: Counter[float] = Counter()
+    pairs: Counter[tuple[int, int]] = Counter()
     query_tokens = hit_tokens = hit_requests = 0
     columns = [run.cached for run in runs]
     for position, record in enumerate(trace.records):
-        now = start = record.timestamp_ms
         chosen = choices[position]
         cached_by_replica = [column[position] for column in columns]
         cached = cached_by_replica[chosen]
@@ -228,10 +215,7 @@ def _merge(trace, options, block_size, router_name, parameters, choices, runs, p
             summary.misrouted_requests += 1
             summary.misrouted_tokens += best - cached
         num_tokens = record.input_length
-        cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
-        prefill = cold - per_token * cached - per_pair * (cached * (cached + 1) // 2)
-        ttfts[(start - now) + prefill] += 1
-        ttfts_cold[cold] += 1
+        pairs[num_tokens, cached] += 1
         replica_stats = stats[chosen]
         replica_stats.requests += 1
         replica_stats.prompt_tokens += num_tokens
@@ -248,4 +232,5 @@ def _merge(trace, options, block_size, router_name, parameters, choices, runs, p
         replica_stats.peak_used_blocks = run.peak_used_blocks
     summary.replicas = stats
     totals = (query_tokens, hit_tokens, hit_requests)
+    ttfts, ttfts_cold = ttft_counts(options.ttft, pairs)
     return fleet_report(trace, options, block_size, summary, totals, ttfts, ttfts_cold)
