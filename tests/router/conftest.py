@@ -38,6 +38,14 @@ def router(policy: str, workers: list[str], log: Path):
         yield url
 
 
+def reset(replicas) -> None:
+    """Empties each replica's prefix cache."""
+    import httpx
+
+    for url in replicas:
+        assert httpx.post(f"{url}/reset_prefix_cache", timeout=10).status_code == 200
+
+
 @pytest.fixture(scope="module")
 def replicas():
     """Two `pcache serve --model tiny` replicas (base URLs, no /v1)."""

@@ -9,7 +9,7 @@ import random
 import orjson
 import pytest
 
-from tests.router.conftest import router
+from tests.router.conftest import reset, router
 
 
 def chat_trace(path, groups: int = 2, per_group: int = 4) -> int:
@@ -33,13 +33,6 @@ def chat_trace(path, groups: int = 2, per_group: int = 4) -> int:
             )
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     return len(lines)
-
-
-def reset(replicas) -> None:
-    import httpx
-
-    for url in replicas:
-        assert httpx.post(f"{url}/reset_prefix_cache", timeout=10).status_code == 200
 
 
 @pytest.mark.parametrize("policy", ["round_robin", "cache_aware"])
