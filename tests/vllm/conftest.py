@@ -16,7 +16,6 @@ import pytest
 
 from tests.venv_marks import mark_suite, suite_venv
 
-ROOT = Path(__file__).resolve().parents[2]
 VENV_VARIABLE = "PCACHE_VLLM_VENV"
 RESULTS: list[dict] = []
 """Rows of the comparisons run: one per request (see `record`)."""
