@@ -37,6 +37,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_serve import start_server as start_serve_child  # noqa: E402
+
 FIELDS = [
     "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
     "top_k", "n", "stream", "stream_options", "stop", "logprobs", "top_logprobs", "echo",
@@ -53,21 +57,13 @@ PROMPT = list(range(1, 100))
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    child = subprocess.Popen(
-        [sys.executable, "-m", "pcache", "serve", "--model", "tiny", "--port", "0",
-         "--max-num-seqs", "16", "--max-waiting", "256"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    child, url = start_serve_child(
+        "--model", "tiny", "--max-num-seqs", "16", "--max-waiting", "256"
     )  # fmt: skip
     assert child.stderr is not None
-    banner = child.stderr.readline()
-    match = re.search(r"on (http://127\.0\.0\.1:\d+)/v1", banner)
-    if match is None:
-        child.kill()
-        raise SystemExit(f"pcache serve did not start: {banner.strip()}")
     # the child logs a warning per malformed request line: drain its stderr so it never blocks
     threading.Thread(target=lambda: [None for _ in child.stderr], daemon=True).start()
-    return child, match.group(1)
+    return child, url
 
 
 def peak_rss_kib(pid: int) -> int:

@@ -30,10 +30,10 @@ from pcache.replayer.endpoint_options import EndpointOptions  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
 
 
-def start_server(model: str, batched_tokens: int) -> tuple[subprocess.Popen, str]:
+def start_server(*options: str) -> tuple[subprocess.Popen, str]:
+    """A `pcache serve --port 0 OPTIONS` child and its base URL (no /v1), from its banner."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "pcache", "serve", "--model", model, "--port", "0",
-         "--max-num-batched-tokens", str(batched_tokens)],
+        [sys.executable, "-m", "pcache", "serve", "--port", "0", *options],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )  # fmt: skip
@@ -61,7 +61,8 @@ def main() -> int:
 
     from pcache.replayer.endpoint_driver import replay_endpoint
 
-    child, url = start_server(args.model, args.max_num_batched_tokens)
+    batched_tokens = str(args.max_num_batched_tokens)
+    child, url = start_server("--model", args.model, "--max-num-batched-tokens", batched_tokens)
     try:
         deadline = time.monotonic() + 60
         while True:

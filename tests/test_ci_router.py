@@ -5,36 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from tests.ci_suite_step import suite_step
 from tests.test_ci import ci_copy  # noqa: F401  (the fixture)
-
-FAKE_PYTHON = """#!/usr/bin/env bash
-case "$*" in
-  "-m pip install"*) exit 0 ;;
-  "-c "*) echo "" ;;
-  "-m pytest"*) echo "pytest $* venv=${PCACHE_ROUTER_VENV:-unset}" >>"$LOG"
-    if [[ "$*" == *"-m router"* ]]; then echo "${ROUTER_OUTPUT:-2 passed in 1.00s}"
-        exit "${ROUTER_STATUS:-0}"; fi
-    echo "3 passed in 0.01s" ;;
-  *) exit 99 ;;
-esac
-"""
 
 
 @pytest.fixture
 def ci(ci_copy, tmp_path):  # noqa: F811
-    (tmp_path / "bin" / "python").write_text(FAKE_PYTHON)
-    venv = tmp_path / "router-venv"
-
-    def run(install: str | None = None, **env):
-        if install is not None:
-            script = tmp_path / "bench" / "router" / "install.sh"
-            script.parent.mkdir(parents=True, exist_ok=True)
-            script.write_text(f"#!/usr/bin/env bash\n{install}\n")
-            script.chmod(0o755)
-        no_vllm = str(tmp_path / "no-vllm-venv")
-        return ci_copy(PCACHE_ROUTER_VENV=str(venv), PCACHE_VLLM_VENV=no_vllm, **env)
-
-    return run, venv
+    """`ci_copy` with a python stand-in that tells the router run from the others."""
+    no_vllm = str(tmp_path / "no-vllm-venv")
+    return suite_step(
+        ci_copy, tmp_path, "router", "PCACHE_ROUTER_VENV", "ROUTER", PCACHE_VLLM_VENV=no_vllm
+    )
 
 
 def router_runs(log: str) -> list[str]:

@@ -5,36 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from tests.ci_suite_step import suite_step
 from tests.test_ci import ci_copy  # noqa: F401  (the fixture)
-
-FAKE_PYTHON = """#!/usr/bin/env bash
-case "$*" in
-  "-m pip install"*) exit 0 ;;
-  "-c "*) echo "" ;;
-  "-m pytest"*) echo "pytest $* venv=${PCACHE_VLLM_VENV:-unset}" >>"$LOG"
-    if [[ "$*" == *"-m vllm"* ]]; then echo "${VLLM_OUTPUT:-2 passed in 1.00s}"
-        exit "${VLLM_STATUS:-0}"; fi
-    echo "3 passed in 0.01s" ;;
-  *) exit 99 ;;
-esac
-"""
 
 
 @pytest.fixture
 def ci(ci_copy, tmp_path):  # noqa: F811
     """`ci_copy` with a python stand-in that tells the vLLM run from the main one."""
-    (tmp_path / "bin" / "python").write_text(FAKE_PYTHON)
-    venv = tmp_path / "vllm-venv"
-
-    def run(install: str | None = None, **env):
-        if install is not None:
-            script = tmp_path / "bench" / "vllm" / "install.sh"
-            script.parent.mkdir(parents=True, exist_ok=True)
-            script.write_text(f"#!/usr/bin/env bash\n{install}\n")
-            script.chmod(0o755)
-        return ci_copy(PCACHE_VLLM_VENV=str(venv), **env)
-
-    return run, venv
+    return suite_step(ci_copy, tmp_path, "vllm", "PCACHE_VLLM_VENV", "VLLM")
 
 
 def pytest_runs(log: str) -> list[str]:

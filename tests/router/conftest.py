@@ -9,33 +9,22 @@ a router.
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 import pytest
+
+from tests.venv_marks import mark_suite, suite_venv
 
 VENV_VARIABLE = "PCACHE_ROUTER_VENV"
 
 
 def router_venv() -> Path | str:
     """The venv, or why there is none."""
-    value = os.environ.get(VENV_VARIABLE)
-    if not value:
-        return f"{VENV_VARIABLE} is not set (bench/router/install.sh VENV builds one)"
-    venv = Path(value)
-    if not (venv / "READY").is_file():
-        return f"{VENV_VARIABLE}={venv} is not a complete router venv (no READY)"
-    return venv
+    return suite_venv(VENV_VARIABLE, "bench/router/install.sh", "router")
 
 
 def pytest_collection_modifyitems(config, items):
-    venv = router_venv()
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.router)
-            if isinstance(venv, str):
-                item.add_marker(pytest.mark.skip(reason=venv))
+    mark_suite(items, Path(__file__).parent, "router", router_venv())
 
 
 @contextlib.contextmanager
@@ -47,6 +36,14 @@ def router(policy: str, workers: list[str], log: Path):
     assert not isinstance(venv, str), venv
     with launch_router(venv, policy, workers, log) as (url, _listed):
         yield url
+
+
+def reset(replicas) -> None:
+    """Empties each replica's prefix cache."""
+    import httpx
+
+    for url in replicas:
+        assert httpx.post(f"{url}/reset_prefix_cache", timeout=10).status_code == 200
 
 
 @pytest.fixture(scope="module")

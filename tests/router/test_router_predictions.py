@@ -26,18 +26,11 @@ from bench.router.compare import (
     predict,
     router_workers,
 )
-from tests.router.conftest import router
+from tests.router.conftest import reset, router
 
 REQUESTS, GROUPS, SYSTEM_CHARS = 32, 4, 256
 KV_CACHE_TOKENS = 8192  # pcache serve's default on CPU
 HELD_TRIES = 3
-
-
-def reset(replicas) -> None:
-    import httpx
-
-    for url in replicas:
-        assert httpx.post(f"{url}/reset_prefix_cache", timeout=10).status_code == 200
 
 
 def replay_through_router(

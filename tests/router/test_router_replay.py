@@ -9,7 +9,7 @@ import random
 import orjson
 import pytest
 
-from tests.router.conftest import router
+from tests.router.conftest import reset, router
 
 
 def chat_trace(path, groups: int = 2, per_group: int = 4) -> int:
@@ -35,23 +35,22 @@ def chat_trace(path, groups: int = 2, per_group: int = 4) -> int:
     return len(lines)
 
 
-def reset(replicas) -> None:
-    import httpx
-
-    for url in replicas:
-        assert httpx.post(f"{url}/reset_prefix_cache", timeout=10).status_code == 200
+def serial_replay(cli, trace, policy: str, replicas, log):
+    """The result of `pcache replay TRACE --endpoint ROUTER/v1 --replica-metrics ... --format json`,
+    one request at a time, from empty prefix caches."""
+    reset(replicas)
+    with router(policy, replicas, log) as url:
+        return cli(
+            "replay", trace, "--endpoint", f"{url}/v1", "--max-concurrency", "1",
+            "--replica-metrics", ",".join(replicas), "--format", "json",
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("policy", ["round_robin", "cache_aware"])
 def test_a_serial_replay_through_the_router_counts_each_replica(tmp_path, cli, replicas, policy):
     trace = tmp_path / "chats.jsonl"
     count = chat_trace(trace)
-    reset(replicas)
-    with router(policy, replicas, tmp_path / "router.log") as url:
-        result = cli(
-            "replay", trace, "--endpoint", f"{url}/v1", "--max-concurrency", "1",
-            "--replica-metrics", ",".join(replicas), "--format", "json",
-        )  # fmt: skip
+    result = serial_replay(cli, trace, policy, replicas, tmp_path / "router.log")
     assert result.exit_code == 0, result.output
     data = orjson.loads(result.stdout)
     assert data["completed"] == count and data["failed"] == 0
@@ -80,12 +79,7 @@ def test_text_prompts_pass_through_the_router_as_text(tmp_path, cli, replicas):
     ]
     trace = tmp_path / "text.jsonl"
     trace.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    reset(replicas)
-    with router("round_robin", replicas, tmp_path / "router.log") as url:
-        result = cli(
-            "replay", trace, "--endpoint", f"{url}/v1", "--max-concurrency", "1",
-            "--replica-metrics", ",".join(replicas), "--format", "json",
-        )  # fmt: skip
+    result = serial_replay(cli, trace, "round_robin", replicas, tmp_path / "router.log")
     assert result.exit_code == 0, result.output
     data = orjson.loads(result.stdout)
     assert data["completed"] == len(lines) and data["tokenization"] == "the server's /tokenize"

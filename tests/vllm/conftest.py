@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.venv_marks import mark_suite, suite_venv
+
 VENV_VARIABLE = "PCACHE_VLLM_VENV"
 RESULTS: list[dict] = []
 """Rows of the comparisons run: one per request (see `record`)."""
@@ -22,23 +23,11 @@ RESULTS: list[dict] = []
 
 def vllm_venv() -> Path | str:
     """The venv, or why there is none."""
-    value = os.environ.get(VENV_VARIABLE)
-    if not value:
-        return f"{VENV_VARIABLE} is not set (bench/vllm/install.sh VENV builds one)"
-    venv = Path(value)
-    if not (venv / "READY").is_file() or not (venv / "bin" / "vllm_cli.py").is_file():
-        return f"{VENV_VARIABLE}={venv} is not a complete vLLM venv (no READY, no vllm_cli.py)"
-    return venv
+    return suite_venv(VENV_VARIABLE, "bench/vllm/install.sh", "vLLM", ("bin/vllm_cli.py",))
 
 
 def pytest_collection_modifyitems(config, items):
-    venv = vllm_venv()
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.vllm)
-            if isinstance(venv, str):
-                item.add_marker(pytest.mark.skip(reason=venv))
+    mark_suite(items, Path(__file__).parent, "vllm", vllm_venv())
 
 
 @pytest.fixture(scope="session")
