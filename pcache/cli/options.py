@@ -13,6 +13,7 @@ from pcache.defaults import (  # a leaf module: `pcache --help` stays light
     DEFAULT_EXECUTOR,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
+    DEFAULT_ROUTER,
     DEFAULT_TOKENIZER,
     MAX_BLOCK_SIZE,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_EXECUTOR",
     "DEFAULT_HASH_ALGO",
     "DEFAULT_MODEL",
+    "DEFAULT_ROUTER",
     "DEFAULT_TOKENIZER",
 ]
 
