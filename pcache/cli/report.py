@@ -22,6 +22,7 @@ from pcache.cli.options import (
     DateOpt,
     ExecutorOpt,
     JobsOpt,
+    LintTokenizerOpt,
     RayAddressOpt,
     ReplicasOpt,
     RouterOpt,
@@ -55,15 +56,7 @@ def report_command(
             help="The TTFT model fitted by pcache replay --engine --save-calibration.",
         ),
     ] = None,
-    tokenizer: Annotated[
-        str,
-        typer.Option(
-            "--tokenizer",
-            "-t",
-            help="gpt-oss (default), o200k_base, cl100k_base, a model preset (tiny, qwen3-0.6b: as"
-            " pcache serve --model NAME tokenizes), or a Hugging Face model directory.",
-        ),
-    ] = DEFAULT_TOKENIZER,
+    tokenizer: LintTokenizerOpt = DEFAULT_TOKENIZER,
     profile: Annotated[
         str,
         typer.Option("--profile", help=f"Cache that prices findings: {', '.join(PROFILE_NAMES)}."),
