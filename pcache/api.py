@@ -133,7 +133,7 @@ def lint(
     from pathlib import Path
 
     from pcache import api_arguments as check
-    from pcache.defaults import DEFAULT_EXECUTOR, EXECUTORS, PROFILE_NAMES
+    from pcache.defaults import DEFAULT_EXECUTOR, PROFILE_NAMES
     from pcache.pipeline import Settings
     from pcache.prompt.inputs import is_path, values_from
     from pcache.rules import RULES
@@ -154,8 +154,8 @@ def lint(
     fix = check.flag("lint", "fix", fix)
     since = check.text("lint", "since", since)
     progress = check.callback("lint", "progress", progress)
-    jobs = check.integer("lint", "jobs", jobs, 1, 1024)
-    executor = check.text("lint", "executor", executor, EXECUTORS)
+    jobs = check.jobs("lint", jobs)
+    executor = check.executor("lint", executor)
     ray_address = check.text("lint", "ray_address", ray_address)
     column = check.text("lint", "column", column)
     paths = [os.fspath(item) for item in items if is_path(item)]

@@ -62,11 +62,22 @@ def block_size(function: str, value: Any) -> int | None:
     return integer(function, "block_size", value, 1, MAX_BLOCK_SIZE)
 
 
+def jobs(function: str, value: Any) -> int | None:
+    """An optional count of tokenizing threads (`--jobs`)."""
+    return integer(function, "jobs", value, 1, 1024)
+
+
+def executor(function: str, value: Any) -> str | None:
+    """An optional executor name (`--executor`): one of `pcache.defaults.EXECUTORS`."""
+    from pcache.defaults import EXECUTORS
+
+    return text(function, "executor", value, EXECUTORS)
+
+
 def settings_values(function: str, **given: Any) -> dict[str, Any]:
     """The `Settings` keywords given (tokenizer, block_size, hash_algo, cache_salt, date),
     checked; those left None are left out (the defaults apply)."""
     from pcache.cache.hashing import HASH_ALGOS
-    from pcache.defaults import EXECUTORS
 
     checks: dict[str, Callable[[Any], Any]] = {
         "tokenizer": lambda value: tokenizer(function, value),
@@ -74,8 +85,8 @@ def settings_values(function: str, **given: Any) -> dict[str, Any]:
         "hash_algo": lambda value: text(function, "hash_algo", value, HASH_ALGOS),
         "cache_salt": lambda value: salt(function, value),
         "date": lambda value: text(function, "date", value),
-        "jobs": lambda value: integer(function, "jobs", value, 1, 1024),
-        "executor": lambda value: text(function, "executor", value, EXECUTORS),
+        "jobs": lambda value: jobs(function, value),
+        "executor": lambda value: executor(function, value),
         "ray_address": lambda value: text(function, "ray_address", value),
     }
     return {name: checks[name](value) for name, value in given.items() if value is not None}

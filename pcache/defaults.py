@@ -27,6 +27,8 @@ EXECUTORS = ("local", "ray")
 """Where the render/tokenize/hash stage and per-replica simulations run (`--executor`): in this
 process (threads, `--jobs`), or as Ray tasks (the `pcache[ray]` extra)."""
 DEFAULT_EXECUTOR = "local"
+DEFAULT_ROUTER = "round-robin"
+"""The router of `--replicas` when `--router` is not given."""
 DEFAULT_CHARS_PER_TOKEN = 4
 """Characters per token of the routers' text view of hash-id traces (`replay --replicas`):
 GIE's `averageCharactersPerToken`."""

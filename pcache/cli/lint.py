@@ -15,6 +15,7 @@ from pcache.cli.options import (
     DateOpt,
     ExecutorOpt,
     JobsOpt,
+    LintTokenizerOpt,
     RayAddressOpt,
     VerboseOpt,
     say_encoder,
@@ -59,15 +60,7 @@ def lint_command(
         str | None,
         typer.Option("--profile", help=f"Cache that prices findings: {', '.join(PROFILE_NAMES)}."),
     ] = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(
-            "--tokenizer",
-            "-t",
-            help="gpt-oss (default), o200k_base, cl100k_base, a model preset (tiny, qwen3-0.6b: as"
-            " pcache serve --model NAME tokenizes), or a Hugging Face model directory.",
-        ),
-    ] = None,
+    tokenizer: LintTokenizerOpt = None,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
     date: DateOpt = DEFAULT_DATE,
     column: ColumnOpt = None,

@@ -13,6 +13,7 @@ from pcache.defaults import (  # a leaf module: `pcache --help` stays light
     DEFAULT_EXECUTOR,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
+    DEFAULT_ROUTER,
     DEFAULT_TOKENIZER,
     MAX_BLOCK_SIZE,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_EXECUTOR",
     "DEFAULT_HASH_ALGO",
     "DEFAULT_MODEL",
+    "DEFAULT_ROUTER",
     "DEFAULT_TOKENIZER",
 ]
 
@@ -54,6 +56,16 @@ TokenizerOpt = Annotated[
         " model directory or hub id (tokenizer.json + chat template).",
     ),
 ]
+LintTokenizerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        "-t",
+        help="gpt-oss (default), o200k_base, cl100k_base, a model preset (tiny, qwen3-0.6b: as"
+        " pcache serve --model NAME tokenizes), or a Hugging Face model directory.",
+    ),
+]
+"""`lint` and `report`'s `--tokenizer` (lint's None: the configured one, else the default)."""
 BlockSizeOpt = Annotated[
     int,
     typer.Option(

@@ -15,6 +15,7 @@ from pcache.cli.options import (
     DEFAULT_EXECUTOR,
     DEFAULT_HASH_ALGO,
     DEFAULT_MODEL,
+    DEFAULT_ROUTER,
     CacheSaltOpt,
     CharsPerTokenOpt,
     ColumnOpt,
@@ -191,7 +192,7 @@ def replay_command(
         typer.Option("--sweep-points", help="Cache sizes in the sweep."),
     ] = 8,
     replicas: ReplicasOpt = None,
-    router: RouterOpt = "round-robin",
+    router: RouterOpt = DEFAULT_ROUTER,
     router_param: RouterParamOpt = None,
     chars_per_token: CharsPerTokenOpt = DEFAULT_CHARS_PER_TOKEN,
     plot: Annotated[
@@ -257,6 +258,7 @@ def replay_command(
     from pcache.cli.console import warning
     from pcache.files import check_writable
     from pcache.prompt.tables import with_columns
+    from pcache.replayer.fleet_options import fleet_from_flags
     from pcache.replayer.run import replay_options
 
     check_text_or_json(format)
@@ -288,7 +290,7 @@ def replay_command(
         calibration=calibration,
         capacity_sweep=capacity_sweep,
         sweep_points=sweep_points,
-        fleet=_fleet(replicas, router, router_param, chars_per_token),
+        fleet=fleet_from_flags(replicas, router, router_param, chars_per_token),
         device="gpu" if gpu else engine,
         save_calibration=save_calibration,
         repeat=repeat,
@@ -357,13 +359,6 @@ def _mode(**chosen: bool | str | None) -> str:
     if chosen["endpoint"] is not None:
         return "endpoint"
     return "engine" if chosen["engine"] is not None or chosen["gpu"] else "simulate"
-
-
-def _fleet(replicas: str | None, router: str, params: list[str] | None, chars_per_token: int):
-    """The `FleetOptions` of `--replicas`, `--router`, `--router-param`, or None."""
-    from pcache.replayer.fleet_options import fleet_from_flags
-
-    return fleet_from_flags(replicas, router, params, chars_per_token)
 
 
 def _ttft(overhead_ms: float | None, ms_per_token: float | None, ms_per_pair: float | None):

@@ -14,6 +14,7 @@ from pcache.cli.options import (
     DEFAULT_DATE,
     DEFAULT_EXECUTOR,
     DEFAULT_MODEL,
+    DEFAULT_ROUTER,
     DEFAULT_TOKENIZER,
     BlockSizeOpt,
     CharsPerTokenOpt,
@@ -21,6 +22,7 @@ from pcache.cli.options import (
     DateOpt,
     ExecutorOpt,
     JobsOpt,
+    LintTokenizerOpt,
     RayAddressOpt,
     ReplicasOpt,
     RouterOpt,
@@ -54,15 +56,7 @@ def report_command(
             help="The TTFT model fitted by pcache replay --engine --save-calibration.",
         ),
     ] = None,
-    tokenizer: Annotated[
-        str,
-        typer.Option(
-            "--tokenizer",
-            "-t",
-            help="gpt-oss (default), o200k_base, cl100k_base, a model preset (tiny, qwen3-0.6b: as"
-            " pcache serve --model NAME tokenizes), or a Hugging Face model directory.",
-        ),
-    ] = DEFAULT_TOKENIZER,
+    tokenizer: LintTokenizerOpt = DEFAULT_TOKENIZER,
     profile: Annotated[
         str,
         typer.Option("--profile", help=f"Cache that prices findings: {', '.join(PROFILE_NAMES)}."),
@@ -83,7 +77,7 @@ def report_command(
     ] = "html",
     jobs: JobsOpt = None,
     replicas: ReplicasOpt = None,
-    router: RouterOpt = "round-robin",
+    router: RouterOpt = DEFAULT_ROUTER,
     router_param: RouterParamOpt = None,
     chars_per_token: CharsPerTokenOpt = DEFAULT_CHARS_PER_TOKEN,
     executor: ExecutorOpt = DEFAULT_EXECUTOR,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pcache.defaults import DEFAULT_ROUTER
 from pcache.errors import UsageError
 from pcache.replayer.routers import build_parameters, parse_parameters, router_module
 from pcache.replayer.routers.request import DEFAULT_CHARS_PER_TOKEN
-
-DEFAULT_ROUTER = "round-robin"
 
 MAX_REPLICAS = 4096
 FLEET_POLICIES = ("vllm", "radix")
