@@ -204,7 +204,7 @@ def _request_converter(settings: Any) -> Callable[..., list[TraceRecord | Except
         if templated:
             texts = dict(zip(map(id, templated), stage_of().prepare(templated), strict=True))
         results: list = []
-        for (line, _), request in zip(entries, requests, strict=True):
+        for request in requests:
             if isinstance(request, Exception):
                 results.append(request)
                 continue
@@ -219,9 +219,7 @@ def _request_converter(settings: Any) -> Callable[..., list[TraceRecord | Except
             except (ValueError, InputError) as failure:
                 results.append(failure)
                 continue
-            record = record_of_request(request, token_ids, 0, settings.cache_salt)
-            record.line = line
-            results.append(record)
+            results.append(record_of_request(request, token_ids, 0, settings.cache_salt))
         return results
 
     return convert
