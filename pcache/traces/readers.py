@@ -244,8 +244,15 @@ def _joined_text(request: Any) -> str:
     return "".join(parts)
 
 
-def _read_request_records(entries: Iterator, trace: Trace, strict: bool, settings: Any) -> None:
-    """Request bodies, rendered and tokenized in chunks, into `trace.records`."""
+def read_request_records(
+    entries: Iterator,
+    trace: Trace,
+    strict: bool,
+    settings: Any,
+    failures: list[InputError] | None = None,
+) -> None:
+    """Request bodies, rendered and tokenized in chunks, into `trace.records` (`failures`: the
+    error `strict` would raise, for each line that failed)."""
     from pcache.pipeline import RENDER_CHUNK, Settings
 
     convert = _request_converter(settings or Settings())
@@ -256,10 +263,12 @@ def _read_request_records(entries: Iterator, trace: Trace, strict: bool, setting
             if len(chunk) < RENDER_CHUNK:
                 continue
         if chunk:
-            add_request_records(trace, chunk, convert(chunk, trace.source), strict)
+            add_request_records(trace, chunk, convert(chunk, trace.source), strict, failures)
             chunk = []
         if isinstance(entry, InputError):
             trace.skipped.append(str(entry))
+            if failures is not None:
+                failures.append(entry)
 
 
 def add_request_records(
@@ -335,7 +344,7 @@ def read_trace(
         if trace.format in ("mooncake", "bailian"):
             _read_hash_records(entries, trace, strict)
         else:
-            _read_request_records(entries, trace, strict, settings)
+            read_request_records(entries, trace, strict, settings)
     if not trace.records:
         raise InputError(source, no_valid_records(trace))
     if trace.format in ("mooncake", "bailian") and trace.block_size is None:
