@@ -14,7 +14,7 @@ from pcache.cache.hashing import (
     block_hashes,
 )
 from pcache.defaults import DEFAULT_EXECUTOR, DEFAULT_PROFILE, EXECUTORS, PROFILE_NAMES
-from pcache.errors import UsageError
+from pcache.errors import InputError, UsageError
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, render, resolve_renderer
 from pcache.prompt.rendered import RenderedPrompt
@@ -159,8 +159,6 @@ class RenderStage:
         request the template refuses, which fails again where the caller renders it)."""
         if not self.enabled:
             return [None] * len(requests)
-        from pcache.errors import InputError
-
         texts: list[tuple[str, Any] | None] = []
         for request in requests:
             try:

@@ -21,8 +21,8 @@ from pcache.prompt.harmony_json import compact_json
 from pcache.prompt.request_record import (
     KIND_BEDROCK,
     Request,
-    function_call,
     read_sidecar,
+    tool_use_call,
 )
 
 SHAPE = "bedrock"
@@ -110,16 +110,7 @@ def _message(request: Request, message: dict[str, Any], path: str, where: Where)
             texts.append((index, where.string(block, "text", f"{at}.text") or ""))
         elif "toolUse" in block:
             use = where.object(block, "toolUse", f"{at}.toolUse") or {}
-            arguments = use.get("input", {})
-            if not isinstance(arguments, dict):
-                raise where.expect(arguments, f"{at}.toolUse.input", "an object")
-            calls.append(
-                function_call(
-                    where.identifier(use, "toolUseId", f"{at}.toolUse.toolUseId"),
-                    where.string(use, "name", f"{at}.toolUse.name"),
-                    arguments,
-                )
-            )
+            calls.append(tool_use_call(where, use, f"{at}.toolUse", "toolUseId"))
         elif "toolResult" in block:
             results.append((at, where.object(block, "toolResult", f"{at}.toolResult") or {}))
         elif "reasoningContent" in block:

@@ -176,8 +176,3 @@ def _key(key: Any, source: str, line: int | None, frames: list[list[Any]]) -> st
         message = f"{_where(path)}has a key {shown or kind_of(key)}; JSON keys are strings"
         raise NotJsonError(source, message, line, json_path=path)
     return _scalar(key, source, line, frames, len(frames) - 1)
-
-
-def _is_object(value: Any) -> bool:
-    """Whether `value` is neither a JSON type nor a tuple (so it may be an SDK object)."""
-    return not isinstance(value, dict | list | tuple | str | int | float) and value is not None

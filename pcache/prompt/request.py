@@ -26,9 +26,9 @@ from pcache.prompt.request_record import SIDECAR_KEYS as SIDECAR_KEYS
 from pcache.prompt.request_record import Request as Request
 from pcache.prompt.request_record import (
     cached_tokens_of,
-    function_call,
     parse_arguments,
     read_sidecar,
+    tool_use_call,
 )
 from pcache.prompt.request_record import parse_timestamp as parse_timestamp
 
@@ -319,16 +319,7 @@ def _append_anthropic_message(
             if thinking is not None:
                 normalized["reasoning_content"] = thinking
         elif kind == "tool_use":
-            arguments = block.get("input", {})
-            if not isinstance(arguments, dict):
-                raise where.expect(arguments, f"{path}.input", "an object")
-            calls.append(
-                function_call(
-                    where.identifier(block, "id", f"{path}.id"),
-                    where.string(block, "name", f"{path}.name"),
-                    arguments,
-                )
-            )
+            calls.append(tool_use_call(where, block, path, "id"))
         elif kind == "tool_result":
             result = block.get("content")
             if isinstance(result, list):

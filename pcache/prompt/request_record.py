@@ -155,6 +155,19 @@ def function_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
+def tool_use_call(where: Where, use: dict[str, Any], path: str, id_key: str) -> dict[str, Any]:
+    """A tool-use block (`name`, `input` object and the id under `id_key`) as a tool call in the
+    common chat shape; `path` is where the block sits."""
+    arguments = use.get("input", {})
+    if not isinstance(arguments, dict):
+        raise where.expect(arguments, f"{path}.input", "an object")
+    return function_call(
+        where.identifier(use, id_key, f"{path}.{id_key}"),
+        where.string(use, "name", f"{path}.name"),
+        arguments,
+    )
+
+
 def parse_arguments(arguments: Any) -> Any:
     """Tool-call arguments given as a JSON string are parsed, as serving engines do."""
     if isinstance(arguments, str):

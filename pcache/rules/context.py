@@ -284,6 +284,12 @@ def is_chat(request: Request) -> bool:
     return request.kind in (KIND_OPENAI, KIND_ANTHROPIC)
 
 
+def has_cache_marker(request: Request) -> bool:
+    """Whether the request marks a cache breakpoint: a marked block, or a top-level
+    `cache_control` (Anthropic automatic mode)."""
+    return bool(request.breakpoints) or isinstance(request.raw.get("cache_control"), dict)
+
+
 def identity_of(request: Request) -> str:
     """Who a request is for: `user`, metadata user ids, or the session key."""
     raw = request.raw

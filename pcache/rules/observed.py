@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from pcache.cache.profiles import Profile, assumption, profile_for_model
 from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_GEMINI, KIND_OPENAI, Request
+from pcache.rules.context import has_cache_marker
 from pcache.rules.slots import OPENAI_MODEL
 
 TOLERANCE_SHARE = 0.1
@@ -172,7 +173,7 @@ def likely_reason(
                 f"provider minimum: {provider} caches nothing shorter than"
                 f" {host.min_tokens:,} tokens for {model}"
             )
-        if observed == 0 and provider in ("anthropic", "bedrock") and not _marked(request):
+        if observed == 0 and provider in ("anthropic", "bedrock") and not has_cache_marker(request):
             return f"no cache marker: {provider} caches only at breakpoints"
         gap = _gap(request, previous)
         ttl = host.ttl_seconds if host is not None else profile.ttl_seconds
@@ -204,10 +205,6 @@ def likely_reason(
         f"a different block size or granularity than the {profile.name} profile's"
         f" ({assumption(profile, block_size)}), or an entry shared with requests outside this log"
     )
-
-
-def _marked(request: Request) -> bool:
-    return bool(request.breakpoints) or isinstance(request.raw.get("cache_control"), dict)
 
 
 def _gap(request: Request, previous: Request | None) -> float | None:

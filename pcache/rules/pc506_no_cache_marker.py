@@ -37,7 +37,7 @@ from pcache.cache.profiles import load_profile
 from pcache.prompt.request import KIND_ANTHROPIC
 from pcache.rules.base import Rule, Violation
 from pcache.rules.cache_points import bedrock_profile, is_bedrock
-from pcache.rules.context import LintContext
+from pcache.rules.context import LintContext, has_cache_marker
 
 RULE = Rule(
     code="PC506",
@@ -72,7 +72,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         return
     if request.kind != KIND_ANTHROPIC or not ctx.is_session_head:
         return
-    if request.breakpoints or isinstance(request.raw.get("cache_control"), dict):
+    if has_cache_marker(request):
         return
     tokens = len(ctx.current.token_ids)
     floor = minimum(ctx)

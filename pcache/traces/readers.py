@@ -204,7 +204,7 @@ def _request_converter(settings: Any) -> Callable[..., list[TraceRecord | Except
         if templated:
             texts = dict(zip(map(id, templated), stage_of().prepare(templated), strict=True))
         results: list = []
-        for (line, _), request in zip(entries, requests, strict=True):
+        for request in requests:
             if isinstance(request, Exception):
                 results.append(request)
                 continue
@@ -219,9 +219,7 @@ def _request_converter(settings: Any) -> Callable[..., list[TraceRecord | Except
             except (ValueError, InputError) as failure:
                 results.append(failure)
                 continue
-            record = record_of_request(request, token_ids, 0, settings.cache_salt)
-            record.line = line
-            results.append(record)
+            results.append(record_of_request(request, token_ids, 0, settings.cache_salt))
         return results
 
     return convert
@@ -246,8 +244,15 @@ def _joined_text(request: Any) -> str:
     return "".join(parts)
 
 
-def _read_request_records(entries: Iterator, trace: Trace, strict: bool, settings: Any) -> None:
-    """Request bodies, rendered and tokenized in chunks, into `trace.records`."""
+def read_request_records(
+    entries: Iterator,
+    trace: Trace,
+    strict: bool,
+    settings: Any,
+    failures: list[InputError] | None = None,
+) -> None:
+    """Request bodies, rendered and tokenized in chunks, into `trace.records` (`failures`: the
+    error `strict` would raise, for each line that failed)."""
     from pcache.pipeline import RENDER_CHUNK, Settings
 
     convert = _request_converter(settings or Settings())
@@ -258,10 +263,12 @@ def _read_request_records(entries: Iterator, trace: Trace, strict: bool, setting
             if len(chunk) < RENDER_CHUNK:
                 continue
         if chunk:
-            add_request_records(trace, chunk, convert(chunk, trace.source), strict)
+            add_request_records(trace, chunk, convert(chunk, trace.source), strict, failures)
             chunk = []
         if isinstance(entry, InputError):
             trace.skipped.append(str(entry))
+            if failures is not None:
+                failures.append(entry)
 
 
 def add_request_records(
@@ -337,7 +344,7 @@ def read_trace(
         if trace.format in ("mooncake", "bailian"):
             _read_hash_records(entries, trace, strict)
         else:
-            _read_request_records(entries, trace, strict, settings)
+            read_request_records(entries, trace, strict, settings)
     if not trace.records:
         raise InputError(source, no_valid_records(trace))
     if trace.format in ("mooncake", "bailian") and trace.block_size is None:

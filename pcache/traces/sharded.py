@@ -19,8 +19,8 @@ from pcache.errors import InputError, UsageError
 from pcache.executors.shards import Shard, ShardCutsChain, read_shard, shards_of_file
 from pcache.traces.readers import (
     FORMATS,
-    add_request_records,
     no_valid_records,
+    read_request_records,
     read_trace,
 )
 from pcache.traces.record import Trace, TraceRecord
@@ -43,27 +43,12 @@ class ShardRecords:
 
 def read_request_shard(shard: Shard, settings: Any) -> ShardRecords:
     """Render and tokenize one shard's requests (the task an executor runs)."""
-    from pcache.pipeline import RENDER_CHUNK
     from pcache.prompt.loading import display_name
-    from pcache.traces.readers import _request_converter
 
     trace = Trace(source=display_name(shard.path), format="requests", block_size=None)
     failures: list[InputError] = []
-    convert = _request_converter(settings)
-    chunk: list[tuple[int | None, Any]] = []
     try:
-        for entry in itertools.chain(read_shard(shard), (None,)):
-            if entry is not None and not isinstance(entry, InputError):
-                chunk.append(entry)
-                if len(chunk) < RENDER_CHUNK:
-                    continue
-            if chunk:
-                converted = convert(chunk, trace.source)
-                add_request_records(trace, chunk, converted, False, failures)
-                chunk = []
-            if isinstance(entry, InputError):
-                trace.skipped.append(str(entry))
-                failures.append(entry)
+        read_request_records(read_shard(shard), trace, False, settings, failures)
     except ShardCutsChain:
         return ShardRecords(cuts_chain=True)
     except InputError as failure:  # the file itself (empty, binary, missing)

@@ -261,10 +261,6 @@ def iter_requests(options: SynthOptions) -> Iterator[SynthRequest]:
     return _sessions(rng, options)
 
 
-def synthesize(options: SynthOptions) -> list[SynthRequest]:
-    return list(iter_requests(options))
-
-
 # -- rendering one request ------------------------------------------------------------------
 
 
