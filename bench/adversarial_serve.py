@@ -32,11 +32,14 @@ import random
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from serve_child import start_server  # noqa: E402
+
 FIELDS = [
     "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
     "top_k", "n", "stream", "stream_options", "stop", "logprobs", "top_logprobs", "echo",
@@ -50,24 +53,6 @@ ATOMS = [
     [], {}, [1, 2], {"a": 1}, [[[]]], {"include_usage": "yes"},
 ]  # fmt: skip
 PROMPT = list(range(1, 100))
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    child = subprocess.Popen(
-        [sys.executable, "-m", "pcache", "serve", "--model", "tiny", "--port", "0",
-         "--max-num-seqs", "16", "--max-waiting", "256"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )  # fmt: skip
-    assert child.stderr is not None
-    banner = child.stderr.readline()
-    match = re.search(r"on (http://127\.0\.0\.1:\d+)/v1", banner)
-    if match is None:
-        child.kill()
-        raise SystemExit(f"pcache serve did not start: {banner.strip()}")
-    # the child logs a warning per malformed request line: drain its stderr so it never blocks
-    threading.Thread(target=lambda: [None for _ in child.stderr], daemon=True).start()
-    return child, match.group(1)
 
 
 def peak_rss_kib(pid: int) -> int:
@@ -316,7 +301,9 @@ def main() -> int:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     args = parser.parse_args()
     load = os.getloadavg()
-    child, url = start_server()
+    child, url = start_server(
+        "--model", "tiny", "--max-num-seqs", "16", "--max-waiting", "256", drain_stderr=True
+    )
     try:
         started = time.monotonic()
         report = asyncio.run(sweep(url, child.pid, args))
