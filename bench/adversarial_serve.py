@@ -32,14 +32,13 @@ import random
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.bench_serve import start_server as start_serve_child  # noqa: E402
+from serve_child import start_server  # noqa: E402
 
 FIELDS = [
     "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
@@ -54,16 +53,6 @@ ATOMS = [
     [], {}, [1, 2], {"a": 1}, [[[]]], {"include_usage": "yes"},
 ]  # fmt: skip
 PROMPT = list(range(1, 100))
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    child, url = start_serve_child(
-        "--model", "tiny", "--max-num-seqs", "16", "--max-waiting", "256"
-    )  # fmt: skip
-    assert child.stderr is not None
-    # the child logs a warning per malformed request line: drain its stderr so it never blocks
-    threading.Thread(target=lambda: [None for _ in child.stderr], daemon=True).start()
-    return child, url
 
 
 def peak_rss_kib(pid: int) -> int:
@@ -312,7 +301,9 @@ def main() -> int:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     args = parser.parse_args()
     load = os.getloadavg()
-    child, url = start_server()
+    child, url = start_server(
+        "--model", "tiny", "--max-num-seqs", "16", "--max-waiting", "256", drain_stderr=True
+    )
     try:
         started = time.monotonic()
         report = asyncio.run(sweep(url, child.pid, args))

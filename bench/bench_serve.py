@@ -15,8 +15,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import statistics
 import subprocess
 import sys
@@ -25,25 +23,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from serve_child import start_server  # noqa: E402
 
 from pcache.replayer.endpoint_options import EndpointOptions  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
-
-
-def start_server(*options: str) -> tuple[subprocess.Popen, str]:
-    """A `pcache serve --port 0 OPTIONS` child and its base URL (no /v1), from its banner."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "pcache", "serve", "--port", "0", *options],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )  # fmt: skip
-    assert child.stderr is not None
-    banner = child.stderr.readline()
-    match = re.search(r"on (http://127\.0\.0\.1:\d+)/v1", banner)
-    if match is None:
-        child.kill()
-        raise SystemExit(f"pcache serve did not start: {banner.strip()}")
-    return child, match.group(1)
 
 
 def main() -> int:
@@ -61,8 +46,9 @@ def main() -> int:
 
     from pcache.replayer.endpoint_driver import replay_endpoint
 
-    batched_tokens = str(args.max_num_batched_tokens)
-    child, url = start_server("--model", args.model, "--max-num-batched-tokens", batched_tokens)
+    child, url = start_server(
+        "--model", args.model, "--max-num-batched-tokens", str(args.max_num_batched_tokens)
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -35,7 +35,7 @@ def safe_probabilities(scaled: torch.Tensor) -> torch.Tensor:
     total = weights.sum(dim=-1, keepdim=True)
     empty = ~(total > 0)  # every logit -inf (or NaN): nothing to prefer
     weights = torch.where(empty, torch.ones_like(weights), weights)
-    return weights / weights.sum(dim=-1, keepdim=True)
+    return weights / torch.where(empty, weights.shape[-1], total)
 
 
 def keep_top_k(scaled: torch.Tensor, top_ks: list[int]) -> torch.Tensor:

@@ -56,3 +56,8 @@ def error_for_status(status: int, message: str) -> ApiError:
     """The OpenAI-shaped error of a bare HTTP status (routing's 404 and 405, a 500...)."""
     kind = ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "internal_error")
     return ApiError(status, message, kind)
+
+
+def internal_error(error: BaseException) -> ApiError:
+    """The 500 of an unexpected exception, named with its type."""
+    return error_for_status(500, f"internal error: {type(error).__name__}: {error}")

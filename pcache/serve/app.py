@@ -25,7 +25,7 @@ from starlette.routing import Route
 from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.errors import EngineError
 from pcache.serve.answer import Answer
-from pcache.serve.api_error import ApiError, bad_request, error_for_status
+from pcache.serve.api_error import ApiError, bad_request, error_for_status, internal_error
 from pcache.serve.auxiliary import auxiliary_routes
 from pcache.serve.body import BODY_TIMEOUT_S, MAX_BODY_BYTES, read_json
 from pcache.serve.disconnect import EventStream, unless_disconnected
@@ -137,8 +137,7 @@ async def _http_error(request: Request, error: Exception) -> Response:
 
 
 async def _unexpected_error(request: Request, error: Exception) -> Response:
-    message = f"internal error: {type(error).__name__}: {error}"
-    return error_response(error_for_status(500, message))
+    return error_response(internal_error(error))
 
 
 _warned_fields: set[str] = set()
@@ -210,8 +209,7 @@ def create_app(server: Server) -> Starlette:
                     yield builder.usage_chunk(piece.usage)
         except Exception as error:  # a fault while answering: the stream says so and ends
             logger.exception("pcache serve: a streamed answer failed")
-            message = f"internal error: {type(error).__name__}: {error}"
-            yield sse(error_for_status(500, message).body())
+            yield sse(internal_error(error).body())
         finally:
             if not finished:
                 engine_loop.abort(builder.request_id)
@@ -284,8 +282,7 @@ def create_app(server: Server) -> Starlette:
             grouped = getattr(error, "exceptions", None)  # a task group's ExceptionGroup
             if isinstance(grouped, tuple) and len(grouped) == 1:
                 error = grouped[0]
-            message = f"internal error: {type(error).__name__}: {error}"
-            return error_response(error_for_status(500, message))
+            return error_response(internal_error(error))
         except BaseException:
             engine_loop.abort(request_id)  # nobody will read what it generates
             raise

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pcache.errors import EngineError
-from pcache.serve.api_error import ApiError
+from pcache.serve.api_error import ApiError, error_for_status
 from pcache.serve.sampler_guard import GuardedSampler, SampledRow, TokenLogprobs
 
 logger = logging.getLogger("pcache.serve")
@@ -191,7 +191,7 @@ class EngineLoop:
                     publisher.publish(engine.config.block_size)
             except Exception as error:  # outside a step (a broken invariant): fail all, stop
                 self.failure = f"{type(error).__name__}: {error}"
-                failed = ApiError(500, f"engine failure: {self.failure}", "internal_error")
+                failed = error_for_status(500, f"engine failure: {self.failure}")
                 deliveries.extend((stream, failed) for stream in self._streams.values())
                 self._streams.clear()
                 self._deliver(deliveries)
@@ -235,7 +235,7 @@ class EngineLoop:
                 self._forget(submission.request_id)
                 self.metrics.finished("error")
                 message = f"cannot add the request: {type(error).__name__}: {error}"
-                deliveries.append((stream, ApiError(500, message, "internal_error")))
+                deliveries.append((stream, error_for_status(500, message)))
                 return
             self._streams[submission.request_id] = stream
         elif kind == "abort":
@@ -327,12 +327,12 @@ class EngineLoop:
         stream = self._streams.pop(request_id)
         self._forget(request_id)
         self.metrics.finished("error")
-        deliveries.append((stream, ApiError(500, str(row.error), "internal_error")))
+        deliveries.append((stream, error_for_status(500, str(row.error))))
 
     def _fail_in_flight(self, error: Exception, deliveries: list) -> None:
         """A step raised outside sampling: its requests fail, the engine starts afresh."""
         message = f"engine step failed: {type(error).__name__}: {error}"
-        failed = ApiError(500, message, "internal_error")
+        failed = error_for_status(500, message)
         for request_id, stream in self._streams.items():
             self._forget(request_id)
             self.metrics.finished("error")
