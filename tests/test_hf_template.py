@@ -458,3 +458,24 @@ def _options(date: str):
     from pcache.prompt.tokenizer import RenderOptions
 
     return RenderOptions(date=date)
+
+
+def test_a_date_free_renderer_is_probed_once_per_lint(monkeypatch):
+    """PC102 remembers a renderer's answer, `False` included, instead of rendering every
+    request twice more."""
+    import pcache.api
+    import pcache.prompt.hf_template as hf_template
+
+    calls = []
+
+    def counting(renderer, request=None):
+        calls.append(renderer.name)
+        return template_calls_clock(renderer, request)
+
+    monkeypatch.setattr(hf_template, "template_calls_clock", counting)
+    bodies = [
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": u}]}
+        for u in ("one", "two", "three", "four")
+    ]
+    pcache.api.lint(bodies, tokenizer="o200k_base", select=["PC102"])
+    assert calls == ["tiktoken:o200k_base"]

@@ -84,8 +84,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     if not current.is_chat:
         return
     name = current.settings.renderer.name
-    dated = ctx.app.cache.get(("PC102", name), False)
-    if dated is False:
+    dated = ctx.app.cache.get(("PC102", name))
+    if dated is None:
         from pcache.prompt.hf_template import template_calls_clock
 
         renderer = current.settings.renderer
