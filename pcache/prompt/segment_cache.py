@@ -20,6 +20,7 @@ renderer can defer them (`render_text_deferred`), are too.
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from typing import Any, Protocol
@@ -127,11 +128,14 @@ def piece_encoder_of(renderer: Renderer) -> PieceEncoder | None:
 
 
 class _Piece:
+    """One cached piece: its ids and, once asked for, its token starts, as 4-byte arrays (a
+    list of Python ints costs 9 times the memory, and the cache holds millions of tokens)."""
+
     __slots__ = ("ids", "starts")
 
     def __init__(self, ids: list[int]):
-        self.ids = ids
-        self.starts: list[int] | None = None
+        self.ids = array("i", ids)
+        self.starts: array[int] | None = None
 
 
 class SegmentCachedRenderer:
@@ -257,11 +261,11 @@ class SegmentCachedRenderer:
         token_ids, parts = self.encode_segments(text)
         return token_ids, self.starts(text, parts)
 
-    def _starts_of(self, piece: str) -> list[int]:
+    def _starts_of(self, piece: str) -> array[int]:
         assert self.encoder is not None
         entry = self._entries([piece])[0]
         if entry.starts is None:
-            entry.starts = self.encoder.piece_starts(piece, entry.ids)
+            entry.starts = array("i", self.encoder.piece_starts(piece, entry.ids.tolist()))
         return entry.starts
 
     def _entries(self, pieces: list[str]) -> list[_Piece]:
