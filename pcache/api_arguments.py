@@ -64,7 +64,9 @@ def block_size(function: str, value: Any) -> int | None:
 
 def jobs(function: str, value: Any) -> int | None:
     """An optional count of tokenizing threads (`--jobs`)."""
-    return integer(function, "jobs", value, 1, 1024)
+    from pcache.defaults import MAX_JOBS
+
+    return integer(function, "jobs", value, 1, MAX_JOBS)
 
 
 def executor(function: str, value: Any) -> str | None:

@@ -12,6 +12,8 @@ DEFAULT_BLOCK_SIZE = 16
 """Tokens per KV block (vLLM's default)."""
 MAX_BLOCK_SIZE = 1 << 20
 """Larger than any context window: a bigger block is a typo, and cost tables would allocate it."""
+MAX_JOBS = 1024
+"""More tokenizing threads than any machine has cores: a bigger `--jobs` is a typo."""
 DEFAULT_HASH_ALGO = "pcache"
 DEFAULT_DATE = "2026-01-01"
 """The date written by templates that print one (`--date`); fixed so renders are reproducible."""

@@ -157,6 +157,8 @@ def test_lint_with_remote_pieces_is_lint(tmp_path, monkeypatch, cli):
     [
         (("lint", SAMPLES / "prompts", "--jobs", "0"), "--jobs"),
         (("replay", SAMPLES / "traces" / "requests_tiny.jsonl", "--jobs", "0"), "--jobs"),
+        (("lint", SAMPLES / "prompts", "--jobs", "1025"), "1024"),
+        (("diff", SAMPLES / "prompts" / "review_request.json", "--jobs", "100000"), "1024"),
         (("lint", SAMPLES / "prompts", "--executor", "spark"), "--executor must be"),
         (
             ("replay", SAMPLES / "traces" / "requests_tiny.jsonl", "--executor", "spark"),

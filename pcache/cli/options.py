@@ -16,6 +16,7 @@ from pcache.defaults import (  # a leaf module: `pcache --help` stays light
     DEFAULT_ROUTER,
     DEFAULT_TOKENIZER,
     MAX_BLOCK_SIZE,
+    MAX_JOBS,
 )
 
 __all__ = [
@@ -115,6 +116,7 @@ JobsOpt = Annotated[
         "--jobs",
         "-j",
         min=1,
+        max=MAX_JOBS,
         help="Threads that tokenize the requests' text (default: one per core); the results"
         " do not depend on it.",
     ),
