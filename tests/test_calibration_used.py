@@ -56,3 +56,19 @@ def test_the_api_report_carries_the_calibration(on_machine):
     assert report.ttft_model == load_calibration(str(CALIBRATION)).model
     assert pcache.replay(TRACE).reports[0].calibration is None
     assert pcache.replay(TRACE).to_dict()["calibration"] is None
+
+
+def test_a_fleet_replay_carries_the_calibration_and_the_observed_tokens(cli, on_machine):
+    """`--replicas` reports what the one-pool replay reports about its inputs."""
+    on_machine(MEASURED_ON)
+    requests = ROOT / "samples" / "traces" / "requests_tiny.jsonl"
+    reports = []
+    for fleet in ((), ("--replicas", "2")):
+        args = ("--calibration", CALIBRATION, "--model", "tiny", "-t", "o200k_base", *fleet)
+        result = cli("replay", requests, *args, "-f", "json")
+        assert result.exit_code == 0, result.output
+        reports.append(orjson.loads(result.stdout))
+    single, fleet = reports
+    assert fleet["num_replicas"] == len(fleet["replicas"]) == 2
+    assert fleet["calibration"] == single["calibration"] is not None
+    assert fleet["observed_cached_tokens"] == single["observed_cached_tokens"] == 128

@@ -51,7 +51,7 @@ from pcache.replayer.policies import (
 from pcache.replayer.report import ReplayReport, distribution
 from pcache.replayer.routers import build_parameters, make_router
 from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
-from pcache.replayer.simulate import SimulationOptions, every_block
+from pcache.replayer.simulate import SimulationOptions, every_block, observed_cached_total
 from pcache.traces.record import Trace, TraceRecord
 
 Progress = Callable[[int], None] | None
@@ -322,6 +322,8 @@ def fleet_report(
         reordered=trace.reordered,
         ttft_ms=distribution(ttfts),
         ttft_uncached_ms=distribution(ttfts_cold),
+        observed_cached_tokens=observed_cached_total(trace.records),
         ttft_model=options.ttft,
+        calibration=options.calibration,
         fleet=summary,
     )

@@ -353,12 +353,6 @@ def _simulate_serial(
             progress(1000)
     lengths = [record.input_length for record in records]
     ttfts, ttfts_cold = ttft_counts(options.ttft, Counter(zip(lengths, cached, strict=True)))
-    observations = [
-        record.observed_cached_tokens
-        for record in records
-        if record.observed_cached_tokens is not None
-    ]
-    observed = sum(observations) if observations else None
     return _report(
         trace,
         options,
@@ -369,9 +363,20 @@ def _simulate_serial(
         hit_requests,
         ttfts,
         ttfts_cold,
-        observed,
+        observed_cached_total(records),
         [],
     )
+
+
+def observed_cached_total(records: list[TraceRecord]) -> int | None:
+    """The cached tokens the log's usage reported, summed over the records that carry it;
+    None when none does."""
+    observations = [
+        record.observed_cached_tokens
+        for record in records
+        if record.observed_cached_tokens is not None
+    ]
+    return sum(observations) if observations else None
 
 
 def _report(
