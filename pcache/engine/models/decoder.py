@@ -14,9 +14,11 @@ from pcache.engine.models.layers import (
     apply_rotary,
     head_rms_norm,
 )
+from pcache.engine.models.packed import PackedWeight
 
 SMALL_BATCH = (2, 8)
-"""Rows for which `compute_logits` multiplies weight @ hidden^T (measured on the CPU)."""
+"""Rows for which `compute_logits` multiplies weight @ hidden^T where the weight is not packed
+(measured on the CPU)."""
 # checkpoint name -> (engine parameter name, shard index) for the packed projections
 PACKED_MODULES = {
     "q_proj": ("qkv_proj", 0),
@@ -97,6 +99,7 @@ class CausalLM(nn.Module):
         )
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+        self.packed_lm_head = PackedWeight()
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         hidden = self.model.embed_tokens(input_ids)
@@ -106,13 +109,23 @@ class CausalLM(nn.Module):
         return self.model.norm(hidden)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits of a few rows (a decode step) as weight @ hidden^T: the CPU BLAS reads the
-        [vocab, hidden] weight row by row then, about twice as fast as the x @ W^T of
-        `nn.Linear` for 2-8 rows of a large vocabulary; the same sums, another order."""
+        """Logits through oneDNN's packed copy of the output projection where it applies (fp32
+        on the CPU, `packed.py`); else, for a few rows (a decode step), as weight @ hidden^T:
+        the CPU BLAS reads the [vocab, hidden] weight row by row then, about twice as fast as
+        the x @ W^T of `nn.Linear` for 2-8 rows of a large vocabulary. The same sums, in
+        another order."""
         weight = self.lm_head.weight
+        logits = self.packed_lm_head.linear(hidden, weight)
+        if logits is not None:
+            return logits
         if SMALL_BATCH[0] <= hidden.shape[0] <= SMALL_BATCH[1] and weight.shape[0] >= 8192:
             return torch.mm(weight, hidden.t()).t()
         return self.lm_head(hidden)
+
+    def pack_weights(self) -> bool:
+        """Make the packed copies now, once the weights are loaded (True where packing
+        applies); a later change to a weight is packed again at its next use."""
+        return self.packed_lm_head.prepare(self.lm_head.weight)
 
     def attention_layers(self) -> list[Attention]:
         return [layer.self_attn.attn for layer in self.model.layers]
