@@ -1,7 +1,7 @@
-"""The output projection of a decode step on the CPU: packed (oneDNN) vs plain products.
+"""The output projection of a decode step on the CPU: reordered (oneDNN) vs plain products.
 
 A [vocab, hidden] fp32 weight (default the Llama 3 vocabulary over hidden 256, bench-llama's
-shape) times a few rows: oneDNN's packed copy (`pcache.engine.models.packed`), MKL's
+shape) times a few rows: oneDNN's reordered copy (`pcache.engine.models.onednn_linear`), MKL's
 weight @ hidden^T and `nn.Linear`'s hidden @ weight^T, each timed `--repeat` times per round,
 the three interleaved round by round; prints each one's median and interquartile range in ms
 and the load average before and after.
@@ -34,18 +34,18 @@ def main() -> int:
 
     import torch
 
-    from pcache.engine.models.packed import PackedWeight
+    from pcache.engine.models.onednn_linear import ReorderedWeight
 
     torch.set_num_threads(args.threads)
     weight = torch.randn(args.vocab, args.hidden)
-    packed = PackedWeight()
-    if not packed.prepare(weight):
+    reordered = ReorderedWeight()
+    if not reordered.prepare(weight):
         raise SystemExit("this torch has no oneDNN linear ops: nothing to compare")
     load_before = os.getloadavg()[0]
     for rows in args.rows:
         hidden = torch.randn(rows, args.hidden)
         ways = {
-            "packed": lambda hidden=hidden: packed.linear(hidden, weight),
+            "reordered": lambda hidden=hidden: reordered.linear(hidden, weight),
             "weight @ hidden^T": lambda hidden=hidden: torch.mm(weight, hidden.t()),
             "hidden @ weight^T": lambda hidden=hidden: torch.nn.functional.linear(hidden, weight),
         }
