@@ -80,3 +80,23 @@ def test_a_refusal_falls_back_for_good(monkeypatch):
     monkeypatch.undo()
     assert reordered.linear(torch.randn(2, 8), torch.randn(16, 8)) is None
     assert reordered.prepare(torch.randn(16, 8)) is False
+
+
+@needs_onednn
+def test_the_cpu_engine_runs_every_linear_layer_reordered(monkeypatch):
+    """An fp32 CPU engine reorders its weights when it loads them; its greedy tokens are the
+    plain products' (the same engine with reordering switched off)."""
+    from pcache.engine.config import EngineConfig
+    from pcache.engine.engine import Engine
+
+    prompts = [[1, 2, 3, 4, 5], list(range(7, 40))]
+    engine = Engine(EngineConfig(model="tiny-llama", kv_cache_tokens=512))
+    layers = [m for m in engine.runner.model.modules() if isinstance(m, onednn_linear.Linear)]
+    assert len(layers) == 4 * engine.model_config.num_layers + 1  # qkv, o, gate_up, down; head
+    assert all(layer.reordered._reordered is not None for layer in layers)
+    reordered = [s.output_token_ids for s in engine.generate(prompts, 8, ignore_eos=True)]
+
+    monkeypatch.setattr(onednn_linear, "reorder_applies", lambda weight: False)
+    plain_engine = Engine(EngineConfig(model="tiny-llama", kv_cache_tokens=512))
+    plain = [s.output_token_ids for s in plain_engine.generate(prompts, 8, ignore_eos=True)]
+    assert reordered == plain
