@@ -69,6 +69,12 @@ def test_other_dtypes_and_shapes_take_the_plain_product():
 
 
 @needs_onednn
+def test_switching_onednn_off_takes_the_plain_product(monkeypatch):
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", False)
+    assert ReorderedWeight().linear(torch.randn(2, 8), torch.randn(16, 8)) is None
+
+
+@needs_onednn
 def test_a_refusal_falls_back_for_good(monkeypatch):
     reordered = ReorderedWeight()
 

@@ -18,6 +18,8 @@ oneDNN refusing once) the layer is `nn.Linear`.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -27,12 +29,21 @@ and for prefills of hundreds."""
 
 
 def reorder_applies(weight: torch.Tensor) -> bool:
-    """True where a reordered copy of `weight` is used: fp32 on the CPU, with oneDNN's ops."""
+    """True where a reordered copy of `weight` is used: fp32 on the CPU, with oneDNN's ops
+    (built into this torch and not switched off by `torch.backends.mkldnn.enabled`)."""
     return (
         weight.device.type == "cpu"
         and weight.dtype == torch.float32
         and weight.dim() == 2
-        and torch.backends.mkldnn.is_available()
+        and torch.backends.mkldnn.enabled
+        and _has_onednn_ops()
+    )
+
+
+@functools.cache
+def _has_onednn_ops() -> bool:
+    return (
+        torch.backends.mkldnn.is_available()
         and hasattr(torch.ops.mkldnn, "_linear_pointwise")
         and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
     )
