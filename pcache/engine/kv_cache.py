@@ -13,6 +13,7 @@ import torch
 
 from pcache.engine.config import EngineConfig
 from pcache.engine.model_config import ModelConfig
+from pcache.engine.models.onednn_linear import reordered_bytes
 from pcache.errors import EngineError
 
 DEFAULT_CPU_KV_CACHE_TOKENS = 8192
@@ -48,12 +49,15 @@ def plan_num_blocks(
 ) -> int:
     """How many KV blocks (null block included) to allocate; too little memory raises.
 
-    Everything allocated is counted before anything is: weights, rotary tables for
-    `max_positions`, activations (GPU) and the KV cache itself.
+    Everything allocated is counted before anything is: weights (and the CPU's reordered copy
+    of the linear layers'), rotary tables for `max_positions`, activations (GPU) and the KV
+    cache itself.
     """
     element = dtype_bytes(dtype)
     block_bytes = model.kv_bytes_per_token(element) * config.block_size
     weight_bytes = model.num_parameters() * element + rotary_bytes(max_positions, model.head_dim)
+    if not config.is_cuda and dtype == torch.float32:  # oneDNN's reordered copies
+        weight_bytes += reordered_bytes(model.num_linear_weights(), element)
     if config.is_cuda:
         free, total = torch.cuda.mem_get_info(torch.device(config.device))
         budget = int(total * config.gpu_memory_utilization) - (total - free) - weight_bytes

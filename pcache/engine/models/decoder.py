@@ -7,6 +7,7 @@ from torch import nn
 
 from pcache.engine.attention import Attention
 from pcache.engine.model_config import ModelConfig
+from pcache.engine.models import onednn_linear
 from pcache.engine.models.layers import (
     GatedMLP,
     RMSNorm,
@@ -16,7 +17,8 @@ from pcache.engine.models.layers import (
 )
 
 SMALL_BATCH = (2, 8)
-"""Rows for which `compute_logits` multiplies weight @ hidden^T (measured on the CPU)."""
+"""Rows for which `compute_logits` multiplies weight @ hidden^T where the weight is not
+reordered (measured on the CPU)."""
 # checkpoint name -> (engine parameter name, shard index) for the packed projections
 PACKED_MODULES = {
     "q_proj": ("qkv_proj", 0),
@@ -35,10 +37,10 @@ class DecoderAttention(nn.Module):
         self.num_heads, self.num_kv_heads = config.num_heads, config.num_kv_heads
         self.head_dim = config.head_dim
         self.q_size, self.kv_size = config.q_size, config.kv_size
-        self.qkv_proj = nn.Linear(
+        self.qkv_proj = onednn_linear.Linear(
             config.hidden_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias
         )
-        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=config.output_bias)
+        self.o_proj = onednn_linear.Linear(self.q_size, config.hidden_size, bias=config.output_bias)
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.has_qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.has_qk_norm else None
         self.attn = Attention(self.num_heads, self.num_kv_heads, self.head_dim)
@@ -91,7 +93,7 @@ class CausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.model = DecoderModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = onednn_linear.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.rotary = RotaryEmbedding(
             config.head_dim, max_positions, config.rope_theta, config.rope_scaling
         )
@@ -106,13 +108,24 @@ class CausalLM(nn.Module):
         return self.model.norm(hidden)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits of a few rows (a decode step) as weight @ hidden^T: the CPU BLAS reads the
-        [vocab, hidden] weight row by row then, about twice as fast as the x @ W^T of
-        `nn.Linear` for 2-8 rows of a large vocabulary; the same sums, another order."""
+        """Logits through oneDNN's reordered copy of the output projection where it applies
+        (fp32 on the CPU, `onednn_linear.py`); else, for a few rows (a decode step), as
+        weight @ hidden^T: the CPU BLAS reads the [vocab, hidden] weight row by row then,
+        about twice as fast as the x @ W^T of `nn.Linear` for 2-8 rows of a large
+        vocabulary. The same sums, in another order."""
         weight = self.lm_head.weight
+        logits = self.lm_head.reordered.linear(hidden, weight)
+        if logits is not None:
+            return logits
         if SMALL_BATCH[0] <= hidden.shape[0] <= SMALL_BATCH[1] and weight.shape[0] >= 8192:
             return torch.mm(weight, hidden.t()).t()
         return self.lm_head(hidden)
+
+    def prepare_weights(self) -> bool:
+        """Make the linear layers' reordered copies now, once the weights are loaded (True
+        where reordering applies); a weight changed later is reordered at its next use."""
+        layers = [m for m in self.modules() if isinstance(m, onednn_linear.Linear)]
+        return all([layer.prepare() for layer in layers])
 
     def attention_layers(self) -> list[Attention]:
         return [layer.self_attn.attn for layer in self.model.layers]

@@ -9,6 +9,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from pcache.engine.models import onednn_linear
+
 
 def rms_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
     """x / rms(x) over the last dimension, in fp32: one reduction pass and one scaling pass."""
@@ -78,7 +80,9 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin", torch.cat((-sin, sin), dim=-1), persistent=False)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype):
-        return self.cos[positions].to(dtype), self.sin[positions].to(dtype)
+        # index_select: the same rows as cos[positions], without advanced indexing's cost
+        cos = torch.index_select(self.cos, 0, positions)
+        return cos.to(dtype), torch.index_select(self.sin, 0, positions).to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -99,8 +103,8 @@ class GatedMLP(nn.Module):
 
     def __init__(self, hidden_size: int, intermediate_size: int, bias: bool) -> None:
         super().__init__()
-        self.gate_up_proj = nn.Linear(hidden_size, 2 * intermediate_size, bias=bias)
-        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=bias)
+        self.gate_up_proj = onednn_linear.Linear(hidden_size, 2 * intermediate_size, bias=bias)
+        self.down_proj = onednn_linear.Linear(intermediate_size, hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
