@@ -139,15 +139,29 @@ class _Piece:
 
 
 class SegmentCachedRenderer:
-    """Delegates rendering; caches the encoding of each piece between special tokens."""
+    """Delegates rendering; caches the encoding of each piece between special tokens.
 
-    def __init__(self, renderer: Renderer, max_cached_tokens: int = 3_000_000):
+    The pieces used last are also kept as lists (`max_listed_tokens` tokens in all): the
+    prompts built from them share their int objects, so that a prompt is put together by
+    copying references, and comparing two prompts over a shared piece (the longest common
+    prefix) finds the items identical without comparing their values."""
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        max_cached_tokens: int = 3_000_000,
+        max_listed_tokens: int = 1 << 18,
+    ):
         self.inner = renderer
         self.name = renderer.name
         self.template_digest = renderer.template_digest
         self.max_cached_tokens = max_cached_tokens
         self.cached_tokens = 0
         self.pieces: OrderedDict[str, _Piece] = OrderedDict()
+        self.max_listed_tokens = max_listed_tokens
+        self.listed_tokens = 0
+        self.listed: OrderedDict[str, list[int]] = OrderedDict()
+        """The ids of the pieces used last, as lists (most recently used last)."""
         self.hits = 0
         self.misses = 0
         self.encoder = piece_encoder_of(renderer)
@@ -213,14 +227,33 @@ class SegmentCachedRenderer:
             return self.inner.encode(text), None
         assert self.encoder is not None
         special_ids = self.encoder.special_ids
+        listed = self.listed
         token_ids: list[int] = []
         entries = iter(self._entries(parts[::2]))
         for index, part in enumerate(parts):
             if index % 2:
                 token_ids.append(special_ids[part])
+                continue
+            entry = next(entries)
+            if not part:
+                continue
+            ids = listed.get(part)
+            if ids is None:
+                ids = self._listed(part, entry)
             else:
-                token_ids += next(entries).ids
+                listed.move_to_end(part)
+            token_ids += ids
         return token_ids, parts
+
+    def _listed(self, piece: str, entry: _Piece) -> list[int]:
+        """The piece's ids as a list, kept among the pieces used last."""
+        ids = entry.ids.tolist()
+        self.listed[piece] = ids
+        self.listed_tokens += len(ids)
+        while self.listed_tokens > self.max_listed_tokens and len(self.listed) > 1:
+            _, old = self.listed.popitem(last=False)
+            self.listed_tokens -= len(old)
+        return ids
 
     def starts(self, text: str, parts: Parts | None) -> list[int]:
         """Each token's first character, for ids from `encode_segments(text)`."""
@@ -296,5 +329,8 @@ class SegmentCachedRenderer:
 
     def check_integrity(self) -> None:
         assert self.cached_tokens == sum(len(entry.ids) for entry in self.pieces.values())
+        assert self.listed_tokens == sum(map(len, self.listed.values()))
+        for piece, ids in self.listed.items():
+            assert piece not in self.pieces or self.pieces[piece].ids.tolist() == ids
         for entry in self.pieces.values():
             assert entry.starts is None or len(entry.starts) == len(entry.ids)

@@ -41,7 +41,7 @@ TEXT = st.lists(st.one_of(PIECES, st.text(max_size=12)), max_size=40).map("".joi
 @given(texts=st.lists(TEXT, min_size=1, max_size=4))
 def test_segment_cache_encodes_exactly_like_the_tokenizer(texts):
     plain = resolve_renderer("o200k_base")
-    cached = SegmentCachedRenderer(plain, max_cached_tokens=64)
+    cached = SegmentCachedRenderer(plain, max_cached_tokens=64, max_listed_tokens=16)
     for text in texts + texts:  # second pass reads from the cache
         assert cached.encode_with_starts(text) == plain.encode_with_starts(text)
     cached.check_integrity()
@@ -127,7 +127,7 @@ def test_segment_cache_is_exact_for_the_gpt_oss_renderer(contents):
     from pcache.prompt.tokenizer import RenderOptions
 
     harmony = resolve_renderer("gpt-oss")
-    cached = SegmentCachedRenderer(harmony, max_cached_tokens=256)
+    cached = SegmentCachedRenderer(harmony, max_cached_tokens=256, max_listed_tokens=32)
     roles = ["system", "user", "assistant"]
     messages = [{"role": roles[min(i, 1 + i % 2)], "content": c} for i, c in enumerate(contents)]
     for end in (len(messages), len(messages) - 1, len(messages)):
