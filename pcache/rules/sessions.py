@@ -23,12 +23,28 @@ from pcache.divergence.classify import RENDERED_PARAMETERS, prefix_messages
 from pcache.divergence.history import squash
 from pcache.prompt.request import Request
 
+_ASCII_SPACES = ("  ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+"""What `str.split` cuts at in ASCII text besides a single space."""
+
+
+def _squashed(text: str) -> str:
+    """`squash(text)`, without splitting ASCII text that is squashed already (in NFC, with
+    single spaces between words and none around them)."""
+    if (
+        text.isascii()
+        and not text.startswith(" ")
+        and not text.endswith(" ")
+        and not any(space in text for space in _ASCII_SPACES)
+    ):
+        return text
+    return squash(text)
+
 
 def message_key(message: dict[str, Any]) -> str:
     """A message as a later request of its conversation repeats it: other whitespace does not
     make it another message."""
     content = message.get("content")
-    text = squash(content) if isinstance(content, str) else repr(content)
+    text = _squashed(content) if isinstance(content, str) else repr(content)
     return hashlib.blake2b(f"{message['role']}\0{text}".encode(), digest_size=12).hexdigest()
 
 
