@@ -206,6 +206,13 @@ def prefix_part(request: Request) -> bytes:
     """A digest of the shared part of a request as sent: tools, the system and developer
     messages ahead of the first turn, the parameters a template renders (key order counts).
     Two conversations that send the same part part where each one's own messages begin."""
+    global _last_part
     parameters = [request.raw.get(key) for key in RENDERED_PARAMETERS]
     sent = orjson.dumps([request.cache_salt, request.tools, parameters, prefix_messages(request)])
-    return hashlib.blake2b(sent, digest_size=16).digest()
+    if sent != _last_part[0]:  # consecutive requests mostly send the same part
+        _last_part = (sent, hashlib.blake2b(sent, digest_size=16).digest())
+    return _last_part[1]
+
+
+_last_part: tuple[bytes, bytes] = (b"", b"")
+"""The last shared part serialized, and its digest."""
