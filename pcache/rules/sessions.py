@@ -23,18 +23,25 @@ from pcache.divergence.classify import RENDERED_PARAMETERS, prefix_messages
 from pcache.divergence.history import squash
 from pcache.prompt.request import Request
 
-_ASCII_SPACES = ("  ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
-"""What `str.split` cuts at in ASCII text besides a single space."""
-
 
 def _squashed(text: str) -> str:
     """`squash(text)`, without splitting ASCII text that is squashed already (in NFC, with
-    single spaces between words and none around them)."""
+    single spaces between words, none around them, and no other character `str.split` cuts
+    at)."""
     if (
         text.isascii()
+        and "  " not in text
+        and "\n" not in text
+        and "\t" not in text
+        and "\r" not in text
+        and "\x0b" not in text
+        and "\x0c" not in text
+        and "\x1c" not in text
+        and "\x1d" not in text
+        and "\x1e" not in text
+        and "\x1f" not in text
         and not text.startswith(" ")
         and not text.endswith(" ")
-        and not any(space in text for space in _ASCII_SPACES)
     ):
         return text
     return squash(text)
