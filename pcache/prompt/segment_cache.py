@@ -23,6 +23,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pcache.prompt.hf_pieces import running_starts, tiktoken_byte_lengths
@@ -83,8 +84,8 @@ class TiktokenPieces:
         self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
         self.splitter = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
         self._byte_lengths: list[int] | None = None
-        self.batch = ThreadedEncoder(encoding.encode_ordinary)
-        """Encodes a batch of pieces, on `batch.threads` threads."""
+        self.batch = ThreadedEncoder(_array_encoder(encoding))
+        """Encodes a batch of pieces into 4-byte arrays, on `batch.threads` threads."""
 
     @classmethod
     def of(cls, renderer: Renderer) -> TiktokenPieces | None:
@@ -107,6 +108,10 @@ class TiktokenPieces:
         return parts
 
     def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
+        return [ids.tolist() for ids in self.encode_arrays(pieces)]
+
+    def encode_arrays(self, pieces: list[str]) -> list[array[int]]:
+        """`encode_pieces` as 4-byte arrays, as the cache keeps them."""
         # not tiktoken's batch call: it starts a thread pool per call
         return self.batch(pieces)
 
@@ -118,6 +123,27 @@ class TiktokenPieces:
         decoded, starts = self.encoding.decode_with_offsets(ids)
         assert decoded == piece
         return starts
+
+
+def _array_encoder(encoding: Any) -> Callable[[str], array[int]]:
+    """`encoding.encode_ordinary` into an array of 4-byte ids: from tiktoken's token buffer
+    where it has one (copied as bytes, no Python int per token), else from its list."""
+    to_buffer = getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
+    if to_buffer is None or array("i").itemsize != 4:
+        return lambda text: array("i", encoding.encode_ordinary(text))
+    no_specials: set[str] = set()  # every special token's text is ordinary text, as there
+
+    def encode(text: str) -> array[int]:
+        try:
+            buffer = to_buffer(text, no_specials)
+        except UnicodeEncodeError:  # lone surrogates: replaced as `encode_ordinary` does
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            buffer = to_buffer(text, no_specials)
+        ids = array("i")
+        ids.frombytes(memoryview(buffer).cast("B"))  # (its items are 4-byte unsigned ids)
+        return ids
+
+    return encode
 
 
 def piece_encoder_of(renderer: Renderer) -> PieceEncoder | None:
@@ -133,8 +159,8 @@ class _Piece:
 
     __slots__ = ("ids", "starts")
 
-    def __init__(self, ids: list[int]):
-        self.ids = array("i", ids)
+    def __init__(self, ids: Sequence[int]):
+        self.ids = ids if type(ids) is array else array("i", ids)
         self.starts: array[int] | None = None
 
 
@@ -315,7 +341,9 @@ class SegmentCachedRenderer:
         if not missing:
             return found  # type: ignore[return-value]
         assert self.encoder is not None
-        new = dict(zip(missing, map(_Piece, self.encoder.encode_pieces(missing)), strict=True))
+        encode = getattr(type(self.encoder), "encode_arrays", None)  # (a wrapper's own only)
+        encoded = encode(self.encoder, missing) if encode else self.encoder.encode_pieces(missing)
+        new = dict(zip(missing, map(_Piece, encoded), strict=True))
         for piece, entry in new.items():
             cache[piece] = entry
             self.cached_tokens += len(entry.ids)
