@@ -64,6 +64,19 @@ class Match:
     holder: int | None = None
     """The inserted prompt (its `insert` number) that holds the longest shared prefix: the
     latest prompt through the deepest node the walk reached (None: nothing shared)."""
+    skipped: int = 0
+    """Full blocks taken from the chain of the last inserted prompt, `skipped_from` (shared
+    with it: `insert` compares the chains from there)."""
+    skipped_from: list[int] | None = None
+
+
+def _shared_from(a: Sequence[int], b: Sequence[int], guess: int) -> int:
+    """`common_prefix_length(a, b)`, trying first whether they agree on their first `guess`."""
+    if 0 < guess <= min(len(a), len(b)):
+        if a[:guess] == b[:guess]:
+            return common_prefix_length(a, b, guess)
+        return common_prefix_length(a[:guess], b)
+    return common_prefix_length(a, b)
 
 
 def _alone(block: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -90,6 +103,9 @@ class PrefixIndex:
         """The latest prompt through each chain of full blocks and each continuation, except
         on the last prompt's chain (`last`), whose blocks it holds (`_holder`)."""
         self.num_prompts = 0
+        self.last_shared = 0
+        """Tokens the last walk found shared with the last prompt: the next walk checks that
+        length first (a log's requests often share as much with the one before)."""
         self.last: tuple[int, Sequence[int], list[int]] | None = None
         """The last inserted prompt: its namespace's root, its tokens and the chained hashes of
         all its full blocks (a walk skips the blocks a prompt shares with it)."""
@@ -102,23 +118,30 @@ class PrefixIndex:
         other.children = {parent: list(kids) for parent, kids in self.children.items()}
         other.holders = dict(self.holders)
         other.num_prompts = self.num_prompts
+        other.last_shared = self.last_shared
         other.last = self.last
         return other
 
     def match(self, token_ids: Sequence[int], namespace: str | None = None) -> Match:
-        """The longest prefix of `token_ids` shared with an inserted prompt (nothing changes)."""
+        """The longest prefix of `token_ids` shared with an inserted prompt (what the index
+        holds does not change; the length shared with the last prompt is kept as a guess)."""
         size = self.block_size
         num_blocks = len(token_ids) // size
         root = parent = hash(("namespace", namespace)) if namespace else 0
         chain: list[int] = []
         index = 0
         last = self.last
+        skipped_from = None
         if last is not None and last[0] == root:
             # the blocks shared with the last prompt are in the index with the same hashes
-            index = common_prefix_length(token_ids, last[1]) // size
+            shared = _shared_from(token_ids, last[1], self.last_shared)
+            self.last_shared = shared
+            index = shared // size
             if index:
                 chain = last[2][:index]
                 parent = chain[-1]
+                skipped_from = last[2]
+        skipped = index
         seen = self.blocks
         while index < num_blocks:
             chained = hash((parent, tuple(token_ids[index * size : (index + 1) * size])))
@@ -144,7 +167,7 @@ class PrefixIndex:
                 else:
                     found = self.holders.get((parent, kid))
                 holder = holder if found is None else found
-        return Match(length, token_ids, root, index, parent, chain, holder)
+        return Match(length, token_ids, root, index, parent, chain, holder, skipped, skipped_from)
 
     def insert(self, match: Match, now: float | None = None) -> int:
         """Remember the prompt `match` was computed for (sent at `now`, ms, when known);
@@ -179,7 +202,8 @@ class PrefixIndex:
         chain = match.chain + created
         if self.last is not None:  # the last prompt's blocks that this one leaves stay its own
             before = self.last[2]
-            kept = common_prefix_length(before, chain)
+            known = match.skipped if match.skipped_from is before else 0
+            kept = common_prefix_length(before, chain, known)
             if kept < len(before):
                 holders.update(dict.fromkeys(before[kept:], number - 1))
         self.last = (match.root, token_ids, chain)

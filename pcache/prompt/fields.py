@@ -17,6 +17,7 @@ MAX_NESTING = 100
 that walks them recursively would otherwise run out of stack)."""
 MAX_PATH_SHOWN = 100
 """Longer JSON paths are cut in messages (the column still points at the value)."""
+_CONTAINERS = (dict, list)
 MAX_TOKEN_ID = 2**32 - 1
 """Token ids are hashed as unsigned 32-bit integers, as vLLM does."""
 
@@ -136,7 +137,10 @@ class Where:
                     failure.source, failure.message, failure.line, json_path=failure.json_path
                 )
             children = current.values() if isinstance(current, dict) else current
-            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+            depth += 1
+            for child in children:
+                if isinstance(child, _CONTAINERS):
+                    stack.append((child, depth))
 
 
 def _deepest_path(value: Any) -> str:

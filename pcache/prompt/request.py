@@ -31,6 +31,7 @@ from pcache.prompt.request_record import (
     tool_use_call,
 )
 from pcache.prompt.request_record import parse_timestamp as parse_timestamp
+from pcache.prompt.shapes import reader_for
 
 _ANTHROPIC_BLOCK_TYPES = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
 
@@ -55,6 +56,7 @@ ANTHROPIC_ROLES = ("user", "assistant", "system")
 """Roles of Anthropic messages (`system` is also accepted inline, as some clients send it)."""
 _TEXT_KEYS = ("name", "tool_call_id")
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+_MESSAGE_TEXT_KEYS = _TEXT_KEYS + _REASONING_KEYS
 
 
 def request_of(document: Document) -> Request:
@@ -80,8 +82,6 @@ def request_from_document(
 
     `at`: the JSON path of `value` inside its line (a span inside an OTLP export), for errors.
     """
-    from pcache.prompt import shapes
-
     where = Where(source, line, at)
     if not isinstance(value, dict):
         raise where.expect(value, "", "a JSON object (a request)")
@@ -93,7 +93,7 @@ def request_from_document(
     where.check_nesting(value)
     where = Where(source, line, prefix)
     request = Request(source=source, line=line, kind="", raw=body, path_prefix=prefix)
-    reader = shapes.reader_for(body)
+    reader = reader_for(body)
     if reader is not None:
         reader(request, value, body, where)
         request.cached_tokens = request.cached_tokens or cached_tokens_of(request.usage)
@@ -201,11 +201,16 @@ def _load_openai(request: Request, body: dict[str, Any], where: Where) -> None:
             raise where.expect(
                 content, f"{path}.content", "a string, a list of content parts or null"
             )
-        for key in _TEXT_KEYS + _REASONING_KEYS:
-            value = where.string(message, key, f"{path}.{key}")
-            if value is not None:
-                normalized[key] = value
-        calls = where.list(message, "tool_calls", f"{path}.tool_calls")
+        for key in _MESSAGE_TEXT_KEYS:
+            if key in message:
+                value = where.string(message, key, f"{path}.{key}")
+                if value is not None:
+                    normalized[key] = value
+        calls = (
+            where.list(message, "tool_calls", f"{path}.tool_calls")
+            if "tool_calls" in message
+            else None
+        )
         if calls is not None:
             normalized["tool_calls"] = [
                 _openai_tool_call(call, f"{path}.tool_calls[{number}]", where)

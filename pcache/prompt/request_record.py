@@ -60,12 +60,15 @@ class Request:
 
     def source_path(self, normalized: str) -> str:
         """Map a normalized path (e.g. `messages[2].content`) to the path in the user's JSON."""
-        best = normalized if normalized in self.origins else ""
-        if not best:  # the longest key that is `normalized` cut before a "." or a "["
-            for cut in range(len(normalized) - 1, 0, -1):
-                if normalized[cut] in ".[" and normalized[:cut] in self.origins:
-                    best = normalized[:cut]
-                    break
+        origins = self.origins
+        best = normalized if normalized in origins else ""
+        cut = len(normalized)
+        while not best:  # the longest key that is `normalized` cut before a "." or a "["
+            cut = max(normalized.rfind(".", 0, cut), normalized.rfind("[", 0, cut))
+            if cut <= 0:
+                break
+            if normalized[:cut] in origins:
+                best = normalized[:cut]
         mapped = self.origins[best] + normalized[len(best) :] if best else normalized
         if self.path_prefix:
             return f"{self.path_prefix}.{mapped}" if mapped else self.path_prefix

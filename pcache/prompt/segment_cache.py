@@ -23,6 +23,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pcache.prompt.hf_pieces import running_starts, tiktoken_byte_lengths
@@ -83,8 +84,8 @@ class TiktokenPieces:
         self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
         self.splitter = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
         self._byte_lengths: list[int] | None = None
-        self.batch = ThreadedEncoder(encoding.encode_ordinary)
-        """Encodes a batch of pieces, on `batch.threads` threads."""
+        self.batch = ThreadedEncoder(_array_encoder(encoding))
+        """Encodes a batch of pieces into 4-byte arrays, on `batch.threads` threads."""
 
     @classmethod
     def of(cls, renderer: Renderer) -> TiktokenPieces | None:
@@ -107,6 +108,10 @@ class TiktokenPieces:
         return parts
 
     def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
+        return [ids.tolist() for ids in self.encode_arrays(pieces)]
+
+    def encode_arrays(self, pieces: list[str]) -> list[array[int]]:
+        """`encode_pieces` as 4-byte arrays, as the cache keeps them."""
         # not tiktoken's batch call: it starts a thread pool per call
         return self.batch(pieces)
 
@@ -118,6 +123,27 @@ class TiktokenPieces:
         decoded, starts = self.encoding.decode_with_offsets(ids)
         assert decoded == piece
         return starts
+
+
+def _array_encoder(encoding: Any) -> Callable[[str], array[int]]:
+    """`encoding.encode_ordinary` into an array of 4-byte ids: from tiktoken's token buffer
+    where it has one (copied as bytes, no Python int per token), else from its list."""
+    to_buffer = getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
+    if to_buffer is None or array("i").itemsize != 4:
+        return lambda text: array("i", encoding.encode_ordinary(text))
+    no_specials: set[str] = set()  # every special token's text is ordinary text, as there
+
+    def encode(text: str) -> array[int]:
+        try:
+            buffer = to_buffer(text, no_specials)
+        except UnicodeEncodeError:  # lone surrogates: replaced as `encode_ordinary` does
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            buffer = to_buffer(text, no_specials)
+        ids = array("i")
+        ids.frombytes(memoryview(buffer).cast("B"))  # (its items are 4-byte unsigned ids)
+        return ids
+
+    return encode
 
 
 def piece_encoder_of(renderer: Renderer) -> PieceEncoder | None:
@@ -133,21 +159,35 @@ class _Piece:
 
     __slots__ = ("ids", "starts")
 
-    def __init__(self, ids: list[int]):
-        self.ids = array("i", ids)
+    def __init__(self, ids: Sequence[int]):
+        self.ids = ids if type(ids) is array else array("i", ids)
         self.starts: array[int] | None = None
 
 
 class SegmentCachedRenderer:
-    """Delegates rendering; caches the encoding of each piece between special tokens."""
+    """Delegates rendering; caches the encoding of each piece between special tokens.
 
-    def __init__(self, renderer: Renderer, max_cached_tokens: int = 3_000_000):
+    The pieces used last are also kept as lists (`max_listed_tokens` tokens in all): the
+    prompts built from them share their int objects, so that a prompt is put together by
+    copying references, and comparing two prompts over a shared piece (the longest common
+    prefix) finds the items identical without comparing their values."""
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        max_cached_tokens: int = 3_000_000,
+        max_listed_tokens: int = 1 << 18,
+    ):
         self.inner = renderer
         self.name = renderer.name
         self.template_digest = renderer.template_digest
         self.max_cached_tokens = max_cached_tokens
         self.cached_tokens = 0
         self.pieces: OrderedDict[str, _Piece] = OrderedDict()
+        self.max_listed_tokens = max_listed_tokens
+        self.listed_tokens = 0
+        self.listed: OrderedDict[str, list[int]] = OrderedDict()
+        """The ids of the pieces used last, as lists (most recently used last)."""
         self.hits = 0
         self.misses = 0
         self.encoder = piece_encoder_of(renderer)
@@ -213,14 +253,33 @@ class SegmentCachedRenderer:
             return self.inner.encode(text), None
         assert self.encoder is not None
         special_ids = self.encoder.special_ids
+        listed = self.listed
         token_ids: list[int] = []
         entries = iter(self._entries(parts[::2]))
         for index, part in enumerate(parts):
             if index % 2:
                 token_ids.append(special_ids[part])
+                continue
+            entry = next(entries)
+            if not part:
+                continue
+            ids = listed.get(part)
+            if ids is None:
+                ids = self._listed(part, entry)
             else:
-                token_ids += next(entries).ids
+                listed.move_to_end(part)
+            token_ids += ids
         return token_ids, parts
+
+    def _listed(self, piece: str, entry: _Piece) -> list[int]:
+        """The piece's ids as a list, kept among the pieces used last."""
+        ids = entry.ids.tolist()
+        self.listed[piece] = ids
+        self.listed_tokens += len(ids)
+        while self.listed_tokens > self.max_listed_tokens and len(self.listed) > 1:
+            _, old = self.listed.popitem(last=False)
+            self.listed_tokens -= len(old)
+        return ids
 
     def starts(self, text: str, parts: Parts | None) -> list[int]:
         """Each token's first character, for ids from `encode_segments(text)`."""
@@ -282,7 +341,9 @@ class SegmentCachedRenderer:
         if not missing:
             return found  # type: ignore[return-value]
         assert self.encoder is not None
-        new = dict(zip(missing, map(_Piece, self.encoder.encode_pieces(missing)), strict=True))
+        encode = getattr(type(self.encoder), "encode_arrays", None)  # (a wrapper's own only)
+        encoded = encode(self.encoder, missing) if encode else self.encoder.encode_pieces(missing)
+        new = dict(zip(missing, map(_Piece, encoded), strict=True))
         for piece, entry in new.items():
             cache[piece] = entry
             self.cached_tokens += len(entry.ids)
@@ -296,5 +357,8 @@ class SegmentCachedRenderer:
 
     def check_integrity(self) -> None:
         assert self.cached_tokens == sum(len(entry.ids) for entry in self.pieces.values())
+        assert self.listed_tokens == sum(map(len, self.listed.values()))
+        for piece, ids in self.listed.items():
+            assert piece not in self.pieces or self.pieces[piece].ids.tolist() == ids
         for entry in self.pieces.values():
             assert entry.starts is None or len(entry.starts) == len(entry.ids)

@@ -12,15 +12,23 @@ from collections.abc import Callable
 from typing import Any
 
 Reader = Callable[..., None]
+_SHAPES: tuple[Any, ...] = ()
+"""The shape modules in the order they are tried, imported by the first `reader_for`."""
 
 
 def reader_for(body: dict[str, Any]) -> Reader | None:
     """The reader of `body`'s shape, or None for the shapes `pcache.prompt.request` reads."""
     if "token_ids" in body or ("prompt" in body and "messages" not in body):
         return None
-    from pcache.prompt import bedrock, gemini, openinference, otel_spans, responses
-
-    for module in (responses, gemini, bedrock, openinference, otel_spans):
+    for module in _SHAPES or _import_shapes():
         if module.looks_like(body):
             return module.read
     return None
+
+
+def _import_shapes() -> tuple[Any, ...]:
+    global _SHAPES
+    from pcache.prompt import bedrock, gemini, openinference, otel_spans, responses
+
+    _SHAPES = (responses, gemini, bedrock, openinference, otel_spans)
+    return _SHAPES

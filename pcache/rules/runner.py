@@ -294,7 +294,8 @@ class _Run:
         context = LintContext(current, previous, self.app, is_head, found.length)
         violations: list[tuple[Rule, Violation]] = []
         for module in self.checks:
-            violations.extend((module.RULE, violation) for violation in module.check(context))
+            for violation in module.check(context):
+                violations.append((module.RULE, violation))
         self.seconds["rules"] += time.perf_counter() - started
 
         started = time.perf_counter()

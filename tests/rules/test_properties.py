@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from pcache.pipeline import Settings
 from pcache.prompt.render import resolve_renderer
-from pcache.prompt.segment_cache import SegmentCachedRenderer
+from pcache.prompt.segment_cache import SegmentCachedRenderer, _array_encoder
 from pcache.rules.runner import LintOptions, lint_values
 
 PIECES = st.sampled_from(
@@ -41,10 +41,23 @@ TEXT = st.lists(st.one_of(PIECES, st.text(max_size=12)), max_size=40).map("".joi
 @given(texts=st.lists(TEXT, min_size=1, max_size=4))
 def test_segment_cache_encodes_exactly_like_the_tokenizer(texts):
     plain = resolve_renderer("o200k_base")
-    cached = SegmentCachedRenderer(plain, max_cached_tokens=64)
+    cached = SegmentCachedRenderer(plain, max_cached_tokens=64, max_listed_tokens=16)
     for text in texts + texts:  # second pass reads from the cache
         assert cached.encode_with_starts(text) == plain.encode_with_starts(text)
     cached.check_integrity()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(PIECES | st.sampled_from(["\ud800", "\udfff", "<|start|>"]), max_size=30).map(
+        "".join
+    )
+)
+def test_pieces_are_encoded_into_arrays_as_encode_ordinary_encodes_them(text):
+    """Through tiktoken's token buffer: special tokens' text and lone surrogates included."""
+    for name in ("o200k_base", "gpt-oss"):
+        encoding = resolve_renderer(name).encoding
+        assert _array_encoder(encoding)(text).tolist() == encoding.encode_ordinary(text)
 
 
 WORDS = st.text(alphabet="abcdefghij KLMN.,?", min_size=1, max_size=30).map(str.strip).filter(bool)
@@ -127,7 +140,7 @@ def test_segment_cache_is_exact_for_the_gpt_oss_renderer(contents):
     from pcache.prompt.tokenizer import RenderOptions
 
     harmony = resolve_renderer("gpt-oss")
-    cached = SegmentCachedRenderer(harmony, max_cached_tokens=256)
+    cached = SegmentCachedRenderer(harmony, max_cached_tokens=256, max_listed_tokens=32)
     roles = ["system", "user", "assistant"]
     messages = [{"role": roles[min(i, 1 + i % 2)], "content": c} for i, c in enumerate(contents)]
     for end in (len(messages), len(messages) - 1, len(messages)):
