@@ -30,7 +30,6 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from serve_child import start_server  # noqa: E402
+from serve_child import start_server, stop_server  # noqa: E402
 
 FIELDS = [
     "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
@@ -311,11 +310,7 @@ def main() -> int:
         report["load_average_before"] = [round(x, 2) for x in load]
         report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     finally:
-        child.terminate()
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            child.kill()
+        stop_server(child)
     failed = any(
         outcome.startswith("5") or "not OpenAI" in outcome
         for counter in report["kinds"].values()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from serve_child import start_server  # noqa: E402
+from serve_child import start_server, stop_server  # noqa: E402
 
 from pcache.replayer.endpoint_options import EndpointOptions  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
@@ -89,11 +88,7 @@ def main() -> int:
         print(f"server cached tokens == prediction in every round: {exact}")
         return 0 if exact or args.max_concurrency > 1 else 1
     finally:
-        child.terminate()
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            child.kill()
+        stop_server(child)
 
 
 if __name__ == "__main__":

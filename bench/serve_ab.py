@@ -28,6 +28,9 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from serve_child import stop_server  # noqa: E402
+
 INPUT_LEN, OUTPUT_LEN = 256, 64
 DATASETS = {
     "random": [
@@ -106,11 +109,7 @@ def run_checkout(root: Path, args, model: str, out: Path, tag: str) -> dict[str,
                 flush=True,
             )
     finally:
-        child.terminate()
-        try:
-            child.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            child.kill()
+        stop_server(child)
         log.close()
     return results
 

@@ -30,3 +30,13 @@ def start_server(*arguments: str, drain_stderr: bool = False) -> tuple[subproces
     if drain_stderr:
         threading.Thread(target=lambda: [None for _ in child.stderr], daemon=True).start()
     return child, match.group(1)
+
+
+def stop_server(child: subprocess.Popen) -> None:
+    """Stop a server child by its PID: SIGTERM, then SIGKILL after 20 s."""
+    child.terminate()
+    try:
+        child.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(timeout=10)
