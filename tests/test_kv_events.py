@@ -177,3 +177,28 @@ def test_request_counters_exist_from_the_start(tmp_path):
         assert f'finished_reason="{reason}"' in text
     assert metric(text, "pcache:request_success_total", finished_reason="length") == 0
     assert replica_counters(text) == {"requests": 0.0, "prompt_tokens": 0.0, "hit_tokens": 0.0}
+
+
+def test_the_subscriber_starts_once_connected_and_gets_the_first_batch():
+    """`start` returns once the ZMQ handshake with the publisher (which binds, as vLLM's does)
+    is done, not after a fixed sleep that a busy machine can outlast, so the batch published
+    right after it arrives."""
+    import zmq
+
+    from pcache.replayer.endpoint_kv_events import KVEventSubscriber
+
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    context = zmq.Context()
+    publisher = context.socket(zmq.PUB)
+    publisher.setsockopt(zmq.LINGER, 0)
+    try:
+        publisher.bind(endpoint)
+        subscriber = KVEventSubscriber(endpoint)
+        subscriber.start()
+        assert subscriber.connected.is_set()
+        publisher.send_multipart([b"kv-events", (7).to_bytes(8, "big"), FIXTURE.read_bytes()])
+        received = subscriber.stop()
+    finally:
+        publisher.close()
+        context.term()
+    assert received.batches == 1 and received.events and received.last_sequence == 7

@@ -19,7 +19,11 @@ from typing import Any
 from pcache.errors import UsageError
 from pcache.serve.kv_event_wire import msgpack_module, zmq_module
 
-CONNECT_S = 1.0  # a SUB socket misses what is sent before its connection is up
+CONNECT_S = 10.0
+"""At most this long for the connection to the publisher (a SUB socket misses what is sent
+before its connection is up; on a busy machine that takes more than a second)."""
+SUBSCRIBE_S = 0.25
+"""Then this long for the subscription to reach the publisher."""
 QUIET_S = 0.5
 DRAIN_S = 10.0
 POLL_MS = 50
@@ -59,6 +63,8 @@ class KVEventSubscriber:
         self._last_message = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="pcache-kv-events", daemon=True)
         self._ready = threading.Event()
+        self.connected = threading.Event()
+        """Set once a ZMQ handshake with the publisher succeeded."""
         self._error: str | None = None
 
     def start(self) -> None:
@@ -66,7 +72,8 @@ class KVEventSubscriber:
         self._ready.wait(timeout=5)
         if self._error is not None:
             raise UsageError(f"--kv-events: {self._error}")
-        time.sleep(CONNECT_S)
+        self.connected.wait(timeout=CONNECT_S)
+        time.sleep(SUBSCRIBE_S)
 
     def stop(self) -> ReceivedEvents:
         """Wait until the stream is quiet (bounded), then stop receiving."""
@@ -82,6 +89,7 @@ class KVEventSubscriber:
         context = zmq.Context()
         socket = context.socket(zmq.SUB)
         socket.setsockopt(zmq.LINGER, 0)
+        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         try:
             try:
                 socket.bind(self.endpoint)
@@ -92,6 +100,7 @@ class KVEventSubscriber:
         except zmq.ZMQError as error:
             self._error = f"cannot bind or connect to {self.endpoint}: {error}"
             self._ready.set()
+            monitor.close()
             socket.close()
             context.term()
             return
@@ -99,11 +108,16 @@ class KVEventSubscriber:
         self._ready.set()
         try:
             while not self._stop.is_set():
+                if not self.connected.is_set() and monitor.poll(0):
+                    monitor.recv_multipart()
+                    self.connected.set()
                 if not socket.poll(POLL_MS):
                     continue
                 self._last_message = time.monotonic()
                 self._take(socket.recv_multipart(), msgpack)
         finally:
+            socket.disable_monitor()
+            monitor.close()
             socket.close()
             context.term()
 
