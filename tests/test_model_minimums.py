@@ -113,18 +113,16 @@ def test_an_unlisted_model_gets_the_profile_default_and_says_so(cli, tmp_path):
 
 
 def test_pc501_names_the_minimum_it_assumed(cli, tmp_path):
-    path = _log(tmp_path, "chat", "gemini-3-pro-preview", 2500)
-    result = cli(
-        "lint", str(path), "-t", "o200k_base", "--profile", "gemini",
-        "--extend-select", "PC501", "--format", "concise",
-    )  # fmt: skip
-    assert "below the 4096-token minimum of gemini-3 on the gemini profile" in result.stdout
-    unlisted = _log(tmp_path, "chat", "gemma-local", 100)
-    result = cli(
-        "lint", str(unlisted), "-t", "o200k_base", "--profile", "gemini",
-        "--extend-select", "PC501", "--format", "concise",
-    )  # fmt: skip
-    assert "(its default: gemma-local is not in its model table)" in result.stdout
+    def pc501(path) -> str:
+        return cli(
+            "lint", str(path), "-t", "o200k_base", "--profile", "gemini",
+            "--extend-select", "PC501", "--format", "concise",
+        ).stdout  # fmt: skip
+
+    listed = pc501(_log(tmp_path, "chat", "gemini-3-pro-preview", 2500))
+    assert "below the 4096-token minimum of gemini-3 on the gemini profile" in listed
+    unlisted = pc501(_log(tmp_path, "chat", "gemma-local", 100))
+    assert "(its default: gemma-local is not in its model table)" in unlisted
 
 
 @pytest.mark.parametrize(("profile", "shape", "model", "minimum"), CASES[1:3])
