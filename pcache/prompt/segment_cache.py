@@ -57,7 +57,9 @@ class PieceEncoder(Protocol):
         """The text cut where the tokenizer cuts it; None: this text cannot be cut."""
         ...
 
-    def encode_pieces(self, pieces: list[str]) -> list[list[int]]: ...
+    def encode_pieces(self, pieces: list[str]) -> Sequence[Sequence[int]]:
+        """The ids of each piece (lists or 4-byte arrays)."""
+        ...
 
     def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
         """Each token's first character within `piece`."""
@@ -107,11 +109,8 @@ class TiktokenPieces:
         parts.append(text[position:])
         return parts
 
-    def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
-        return [ids.tolist() for ids in self.encode_arrays(pieces)]
-
-    def encode_arrays(self, pieces: list[str]) -> list[array[int]]:
-        """`encode_pieces` as 4-byte arrays, as the cache keeps them."""
+    def encode_pieces(self, pieces: list[str]) -> list[array[int]]:
+        """The ids of each piece, as 4-byte arrays (the cache keeps them so)."""
         # not tiktoken's batch call: it starts a thread pool per call
         return self.batch(pieces)
 
@@ -341,8 +340,7 @@ class SegmentCachedRenderer:
         if not missing:
             return found  # type: ignore[return-value]
         assert self.encoder is not None
-        encode = getattr(type(self.encoder), "encode_arrays", None)  # (a wrapper's own only)
-        encoded = encode(self.encoder, missing) if encode else self.encoder.encode_pieces(missing)
+        encoded = self.encoder.encode_pieces(missing)
         new = dict(zip(missing, map(_Piece, encoded), strict=True))
         for piece, entry in new.items():
             cache[piece] = entry

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from pcache.errors import InputError
@@ -77,8 +78,8 @@ class KnownPieces:
     def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
         return self.inner.piece_starts(piece, ids)
 
-    def encode_pieces(self, pieces: list[str]) -> list[list[int]]:
-        found: list[list[int] | None] = []
+    def encode_pieces(self, pieces: list[str]) -> list[Sequence[int]]:
+        found: list[Sequence[int] | None] = []
         for piece in pieces:
             ids = next((table[piece] for table in self.tables if piece in table), None)
             found.append(None if ids is None else ids.tolist())
