@@ -24,6 +24,7 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any, Protocol
 
 from pcache.prompt.hf_pieces import running_starts, tiktoken_byte_lengths
@@ -84,7 +85,6 @@ class TiktokenPieces:
         )
         specials = sorted(encoding.special_tokens_set, key=len, reverse=True)
         self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
-        self.splitter = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
         self._byte_lengths: list[int] | None = None
         self.batch = ThreadedEncoder(_array_encoder(encoding))
         """Encodes a batch of pieces into 4-byte arrays, on `batch.threads` threads."""
@@ -94,6 +94,12 @@ class TiktokenPieces:
         if not isinstance(renderer, TiktokenRenderer) or renderer.encoding is None:
             return None
         return cls(renderer)
+
+    @cached_property
+    def splitter(self) -> re.Pattern[str]:
+        """Every special token, longest first (the plain layouts cut at each one); compiled
+        when first used: harmony's pieces are cut at the markers its renderer wrote."""
+        return re.compile("(" + "|".join(map(re.escape, self.special_ids)) + ")")
 
     def parts(self, text: str) -> Parts | None:
         if self._special_spans is None:  # plain layouts encode with every special allowed
