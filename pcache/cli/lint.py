@@ -127,5 +127,9 @@ def lint_command(
             ray_address=ray_address,
         )
     lint_output.print_report(report, format)
+    if executor == DEFAULT_EXECUTOR:  # (a Ray cluster is stopped by its exit handler)
+        from pcache.cli.app import skip_teardown
+
+        skip_teardown()
     if report.failing and not exit_zero:
         raise typer.Exit(1)
