@@ -83,6 +83,8 @@ class TiktokenPieces:
         self._special_spans = (
             renderer.special_spans if isinstance(renderer, MarkedRenderer) else None
         )
+        self._special_parts = getattr(renderer, "special_parts", None)
+        """The cut of a text the renderer keeps, when it keeps them (harmony)."""
         specials = sorted(encoding.special_tokens_set, key=len, reverse=True)
         self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
         self._byte_lengths: list[int] | None = None
@@ -105,7 +107,9 @@ class TiktokenPieces:
     def parts(self, text: str) -> Parts | None:
         if self._special_spans is None:  # plain layouts encode with every special allowed
             return self.splitter.split(text)
-        markers = self._special_spans(text)  # harmony: only the markers the renderer wrote
+        if self._special_parts is not None:  # harmony: only the markers the renderer wrote
+            return self._special_parts(text)
+        markers = self._special_spans(text)
         if markers is None:
             return None
         parts: Parts = []
