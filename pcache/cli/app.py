@@ -172,6 +172,7 @@ def main() -> None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
     if sys.stdout is None:  # started with >&-: writing output is a closed pipe
         sys.stdout = _ClosedOutput()
+    _teardown["skip"] = False  # (each run's command asks again)
     try:
         app(prog_name="pcache")
     except SystemExit as done:
