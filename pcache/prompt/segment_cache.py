@@ -172,6 +172,7 @@ def _batch_encoder(
         (encoding.encode_single_token(text), text) for text in encoding.special_tokens_set
     )
     allowed = {separator}
+    marker = array("i", [separator_id]).tobytes()
 
     def encode_batch(pieces: list[str]) -> list[array[int]]:
         if len(pieces) < 2 or any(separator in piece for piece in pieces):
@@ -180,14 +181,21 @@ def _batch_encoder(
             buffer = to_buffer(separator.join(pieces), allowed)
         except UnicodeEncodeError:
             return list(map(encode, pieces))
+        raw = memoryview(buffer).cast("B").tobytes()
         ids = array("i")
-        ids.frombytes(memoryview(buffer).cast("B"))
+        ids.frombytes(raw)
         encoded = []
         start = 0
+        at = 0
         for _ in range(len(pieces) - 1):
-            end = ids.index(separator_id, start)
+            at = raw.find(marker, at)
+            while at % 4:  # (the separator's bytes across two ids)
+                assert at > 0, "a separator is missing"
+                at = raw.find(marker, at + 1)
+            end = at // 4
             encoded.append(ids[start:end])
             start = end + 1
+            at += 4
         encoded.append(ids[start:])
         return encoded
 
