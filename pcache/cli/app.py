@@ -10,40 +10,13 @@ import typer
 from typer.core import TyperGroup
 
 from pcache import __version__
+from pcache.cli import teardown
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG}
 """Errors of writing the output (input files' errors are InputErrors naming the file)."""
 EXIT_STDOUT_CLOSED = 141
 """Exit code when standard output closed before all output was written (`| head`): 128 +
 SIGPIPE, as a shell reports a command killed by it, so a cut report never reads as success."""
-_teardown = {"skip": False}
-
-
-def skip_teardown() -> None:
-    """Let the process end, once the command's output is flushed, without freeing what the
-    command built: a large lint leaves millions of objects that take the interpreter a quarter
-    of a second or more to free one by one. Only for commands that started nothing that needs
-    stopping (servers, Ray, child processes) and wrote everything through stdout and stderr."""
-    _teardown["skip"] = True
-
-
-def _end(code: object) -> None:
-    """Exit with `code` as `sys.exit` would; without the interpreter's teardown when the
-    command asked for it (`skip_teardown`) and nothing measures the run (coverage, a tracer)."""
-    import sys
-
-    if _teardown["skip"] and (code is None or isinstance(code, int)) and _unobserved():
-        try:
-            sys.stderr.flush()
-        finally:
-            os._exit(code or 0)
-    sys.exit(code)
-
-
-def _unobserved() -> bool:
-    import sys
-
-    return sys.gettrace() is None and sys.getprofile() is None and "coverage" not in sys.modules
 
 
 def silence_closed_stdout() -> None:
@@ -172,7 +145,7 @@ def main() -> None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
     if sys.stdout is None:  # started with >&-: writing output is a closed pipe
         sys.stdout = _ClosedOutput()
-    _teardown["skip"] = False  # (each run's command asks again)
+    teardown.reset()  # (each run's command asks again)
     try:
         app(prog_name="pcache")
     except SystemExit as done:
@@ -184,4 +157,4 @@ def main() -> None:
     except BrokenPipeError:
         silence_closed_stdout()
         code = EXIT_STDOUT_CLOSED
-    _end(code)
+    teardown.end(code)

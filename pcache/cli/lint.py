@@ -128,7 +128,7 @@ def lint_command(
         )
     lint_output.print_report(report, format)
     if executor == DEFAULT_EXECUTOR:  # (a Ray cluster is stopped by its exit handler)
-        from pcache.cli.app import skip_teardown
+        from pcache.cli.teardown import skip_teardown
 
         skip_teardown()
     if report.failing and not exit_zero:
