@@ -224,13 +224,16 @@ class PendingPieces:
     """Texts cut at their special tokens, and the new pieces among them being encoded
     (`SegmentCachedRenderer.prefetch_later`)."""
 
-    __slots__ = ("cuts", "encoded", "missing")
+    __slots__ = ("cuts", "encoded", "missing", "on_its_way")
 
-    def __init__(self, cuts: dict[str, Parts], missing: list[str], encoded: Any):
+    def __init__(
+        self, cuts: dict[str, Parts], missing: list[str], encoded: Any, on_its_way: bool = False
+    ):
         self.cuts = cuts
         self.missing = missing
         self.encoded = encoded
-        """The ids of each missing piece, or the future that gives them."""
+        """The ids of each missing piece, or (`on_its_way`) the future that gives them."""
+        self.on_its_way = on_its_way
 
 
 class SegmentCachedRenderer:
@@ -325,9 +328,8 @@ class SegmentCachedRenderer:
 
             self._background = ThreadPoolExecutor(1, thread_name_prefix="pcache-prefetch")
         pending.update(missing)
-        return PendingPieces(
-            cuts, names, self._background.submit(self.encoder.encode_pieces, names)
-        )
+        encoding = self._background.submit(self.encoder.encode_pieces, names)
+        return PendingPieces(cuts, names, encoding, on_its_way=True)
 
     def receive(self, pending: PendingPieces) -> None:
         """Cache the pieces `prefetch_later` encoded (waiting for them if need be); the cuts
@@ -336,7 +338,7 @@ class SegmentCachedRenderer:
         if not pending.missing:
             return
         encoded = pending.encoded
-        if not isinstance(encoded, list):
+        if pending.on_its_way:
             encoded = encoded.result()
             for piece in pending.missing:
                 self._pending.pop(piece, None)
