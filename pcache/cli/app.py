@@ -145,7 +145,7 @@ def main() -> None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
     if sys.stdout is None:  # started with >&-: writing output is a closed pipe
         sys.stdout = _ClosedOutput()
-    teardown.reset()  # (each run's command asks again)
+    teardown.begin()
     try:
         app(prog_name="pcache")
     except SystemExit as done:

@@ -107,6 +107,10 @@ def lint_command(
 
         configured = load_config(Path(config) if config else find_config(Path.cwd())).tokenizer
         say_encoder(tokenizer or configured)
+    if executor == DEFAULT_EXECUTOR:  # (a Ray cluster is stopped by its exit handler)
+        from pcache.cli.teardown import skip_teardown
+
+        skip_teardown()
     with lint_output.progress(enabled=format not in ("json", "sarif")) as advance:
         report = lint(
             paths,
@@ -127,9 +131,5 @@ def lint_command(
             ray_address=ray_address,
         )
     lint_output.print_report(report, format)
-    if executor == DEFAULT_EXECUTOR:  # (a Ray cluster is stopped by its exit handler)
-        from pcache.cli.teardown import skip_teardown
-
-        skip_teardown()
     if report.failing and not exit_zero:
         raise typer.Exit(1)

@@ -5,20 +5,30 @@ from __future__ import annotations
 import os
 import sys
 
-_asked = {"skip": False}
+_asked = {"skip": False, "main": False}
 
 
 def skip_teardown() -> None:
     """Let the process end, once the command's output is flushed, without freeing what the
     command built: a large lint leaves millions of objects that take the interpreter a quarter
-    of a second or more to free one by one. Only for commands that started nothing that needs
-    stopping (servers, Ray, child processes) and wrote everything through stdout and stderr."""
-    _asked["skip"] = True
+    of a second or more to free one by one (and what a pass is done with is not freed either,
+    `pcache.retained`). Only for commands that start nothing that needs stopping (servers,
+    Ray, child processes) and write everything through stdout and stderr; only when the
+    command line runs them (`begin`), not a test's runner in a longer process."""
+    if _asked["main"]:
+        _asked["skip"] = True
+        from pcache.retained import keep_to_exit
+
+        keep_to_exit()
 
 
-def reset() -> None:
-    """Forget an earlier command's request (each run of the command line asks again)."""
-    _asked["skip"] = False
+def begin() -> None:
+    """The command line runs a command: it may ask to skip the teardown (each run asks
+    again)."""
+    from pcache.retained import keep_to_exit
+
+    _asked.update(skip=False, main=True)
+    keep_to_exit(False)
 
 
 def end(code: object) -> None:

@@ -29,6 +29,7 @@ from pcache.prompt.tables import (
     split_column,
     with_column,
 )
+from pcache.retained import retain
 from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
@@ -591,7 +592,8 @@ def lint_paths(
         extended = dataclasses.replace(
             options.selection, extend=(*options.selection.extend, *fixable)
         )
-        first = _lint_files(files, dataclasses.replace(options, selection=extended), config, None)
+        fixing = dataclasses.replace(options, selection=extended)
+        first = _lint_files(files, fixing, config, None, last=False)
         fixable = sorted({d.file for d in first.diagnostics if d.fixable})
         fixed_files = fix_files(fixable)
     report = _lint_files(files, options, config, progress)
@@ -600,12 +602,17 @@ def lint_paths(
     return report
 
 
-def _lint_files(files, options, config, progress) -> LintReport:
+def _lint_files(files, options, config, progress, last: bool = True) -> LintReport:
+    """One pass over `files`; the last pass of a command hands what it built to the end of
+    the process when that is asked for (`pcache.retained`)."""
     run = _Run(options, config, progress)
     with paused_gc():  # the pass keeps what it builds: nothing for the collector to find
         for path in files:
             run.lint_file(path)
-        return run.finish()
+        report = run.finish()
+    if last:
+        retain(run)
+    return report
 
 
 def lint_values(values: list[object], options: LintOptions, source: str = "<memory>") -> LintReport:
