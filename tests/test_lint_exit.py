@@ -33,3 +33,16 @@ def test_a_pipe_closed_before_the_report_is_exit_141():
     process.stdout.close()  # long before the report is written (start-up alone takes longer)
     _, errors = process.communicate(timeout=120)
     assert process.returncode == 141, errors
+
+
+def test_a_lint_inside_a_longer_process_keeps_nothing_to_its_end():
+    """Only the command line's own run skips the teardown: a lint run by a test's runner (or
+    a library) frees what it built."""
+    from typer.testing import CliRunner
+
+    from pcache import retained
+    from pcache.cli.app import app
+
+    done = CliRunner().invoke(app, ["lint", str(ROOT / "samples/prompts"), "--exit-zero"])
+    assert done.exit_code == 0, done.output
+    assert retained._kept == []
