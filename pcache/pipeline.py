@@ -142,31 +142,58 @@ class RenderStage:
     """Renders a chunk of requests, then encodes the pieces none of them had before in one
     batch, on `jobs` threads (tiktoken and `tokenizers` let go of the GIL; rendering, which is
     Python, stays on the calling thread). Each request's `encode_segments` then reads its
-    pieces from the cache, so the ids are those of encoding each request alone."""
+    pieces from the cache, so the ids are those of encoding each request alone.
 
-    def __init__(self, renderer: Any, options: RenderOptions, jobs: int | None = None):
+    With `ahead`, `start` leaves the batch encoding on a background thread while the caller
+    goes on (with the chunk before: the encoding of a chunk's new text overlaps the work on
+    the one before it) and `finish` collects it; the calling thread counts as one of the
+    `jobs`, so the batch runs on `jobs - 1` threads, and with one job nothing runs ahead."""
+
+    def __init__(
+        self, renderer: Any, options: RenderOptions, jobs: int | None = None, ahead: bool = False
+    ):
         from pcache.prompt.segment_cache import SegmentCachedRenderer
         from pcache.prompt.threads import default_jobs
 
         self.renderer = renderer
         self.options = options
         self.enabled = isinstance(renderer, SegmentCachedRenderer) and renderer.enabled
+        jobs = jobs or default_jobs()
+        self.ahead = ahead and self.enabled and jobs > 1
         if self.enabled:
-            renderer.set_jobs(jobs or default_jobs())
+            renderer.set_jobs(jobs - 1 if self.ahead else jobs)
 
     def prepare(self, requests: list[Request]) -> list[tuple[str, Any] | None]:
         """Each request's rendered text and deferred spans (None: left to the caller, as a
         request the template refuses, which fails again where the caller renders it)."""
+        return self.finish(self.start(requests, background=False))
+
+    def start(self, requests: list[Request], background: bool = True) -> Any:
+        """Render the requests and send their new text to be encoded (in the background with
+        `ahead`); `finish` gives what `prepare` gives."""
         if not self.enabled:
-            return [None] * len(requests)
+            return [None] * len(requests), None
         texts: list[tuple[str, Any] | None] = []
         for request in requests:
             try:
                 texts.append(self.renderer.render_text_deferred(request, self.options))
             except InputError:
                 texts.append(None)
-        self.renderer.prefetch([text[0] for text in texts if text is not None])
+        pending = self.renderer.prefetch_later(
+            [text[0] for text in texts if text is not None], background and self.ahead
+        )
+        return texts, pending
+
+    def finish(self, started: Any) -> list[tuple[str, Any] | None]:
+        texts, pending = started
+        if pending is not None:
+            self.renderer.receive(pending)
         return texts
+
+    def close(self) -> None:
+        """Stop the background encoding thread, if one was started."""
+        if self.enabled:
+            self.renderer.close()
 
 
 def iter_requests(path: str | os.PathLike[str]) -> Iterator[Request]:

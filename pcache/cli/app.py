@@ -10,6 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from pcache import __version__
+from pcache.cli import teardown
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG}
 """Errors of writing the output (input files' errors are InputErrors naming the file)."""
@@ -144,6 +145,7 @@ def main() -> None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
     if sys.stdout is None:  # started with >&-: writing output is a closed pipe
         sys.stdout = _ClosedOutput()
+    teardown.begin()
     try:
         app(prog_name="pcache")
     except SystemExit as done:
@@ -155,4 +157,4 @@ def main() -> None:
     except BrokenPipeError:
         silence_closed_stdout()
         code = EXIT_STDOUT_CLOSED
-    sys.exit(code)
+    teardown.end(code)

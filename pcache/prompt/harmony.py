@@ -29,7 +29,7 @@ from operator import itemgetter, methodcaller
 from pcache.prompt.harmony_messages import SPECIAL_MARKERS, conversation_pieces
 from pcache.prompt.harmony_schema import Piece
 from pcache.prompt.plain import TiktokenEncoder
-from pcache.prompt.rendered import Span, assemble
+from pcache.prompt.rendered import Span
 from pcache.prompt.request import Request
 from pcache.prompt.tokenizer import RenderOptions
 
@@ -53,37 +53,68 @@ class HarmonyRenderer(TiktokenEncoder):
             marker: self.encoding.encode_single_token(marker)
             for marker in (*SPECIAL_MARKERS, "<|return|>")
         }
-        self._layouts: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+        self._layouts: OrderedDict[str, tuple[list[tuple[int, int]], list[str]]] = OrderedDict()
+        """Each text rendered recently: where its special tokens are, and its cut there."""
 
     # -- rendering ----------------------------------------------------------------------------
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
-        pieces = conversation_pieces(request, options)
-        text, spans = assemble(pieces, request)
-        self._remember(text, pieces)
-        return text, spans
+        return self._assemble(conversation_pieces(request, options), request)
 
-    def _remember(self, text: str, pieces: list[Piece]) -> None:
-        """Note where the format's own special tokens are, for `encode` of this text."""
+    def _assemble(self, pieces: list[Piece], request: Request) -> tuple[str, list[Span]]:
+        """`assemble(pieces, request)`, noting where the format's own special tokens are and
+        the text between them, for `encode` of this text (one pass over the pieces)."""
+        special_ids = self._special_ids
+        source_path = request.source_path
+        texts: list[str] = []
+        spans: list[Span] = []
         markers: list[tuple[int, int]] = []
+        parts: list[str] = []
+        ordinary: list[str] = []
         offset = 0
-        for piece, path in pieces:
-            if path is None and piece in self._special_ids:
-                markers.append((offset, offset + len(piece)))
+        for text, path in pieces:
+            if not text:
+                continue
+            end = offset + len(text)
+            if path is None:
+                if text in special_ids:
+                    markers.append((offset, end))
+                    parts += ("".join(ordinary), text)
+                    ordinary = []
+                    texts.append(text)
+                    offset = end
+                    continue
+                assert "<|" not in text, f"marker inside {text!r}"
+            elif spans and spans[-1].normalized == path and spans[-1].end == offset:
+                last = spans[-1]
+                spans[-1] = Span(last.start, end, last.path, path)
             else:
-                assert path is not None or "<|" not in piece, f"marker inside {piece!r}"
-            offset += len(piece)
-        self._layouts[text] = markers
-        self._layouts.move_to_end(text)
-        while len(self._layouts) > _REMEMBERED_LAYOUTS:
-            self._layouts.popitem(last=False)
+                spans.append(Span(offset, end, source_path(path), path))
+            ordinary.append(text)
+            texts.append(text)
+            offset = end
+        parts.append("".join(ordinary))
+        rendered = "".join(texts)
+        layouts = self._layouts
+        layouts[rendered] = (markers, parts)
+        layouts.move_to_end(rendered)
+        while len(layouts) > _REMEMBERED_LAYOUTS:
+            layouts.popitem(last=False)
+        return rendered, spans
 
     # -- tokenizing ---------------------------------------------------------------------------
 
     def special_spans(self, text: str) -> list[tuple[int, int]] | None:
         """(start, end) of each special token this renderer wrote into `text`, a text it rendered
         recently; None for any other text (it may hold special tokens only as ordinary text)."""
-        return self._layouts.get(text)
+        layout = self._layouts.get(text)
+        return None if layout is None else layout[0]
+
+    def special_parts(self, text: str) -> list[str] | None:
+        """`text` cut at the special tokens `special_spans` gives, as `re.split` with one
+        group cuts (ordinary text at even indices, each special token at the odd ones)."""
+        layout = self._layouts.get(text)
+        return None if layout is None else list(layout[1])
 
     def encode(self, text: str) -> list[int]:
         """Special tokens are the format's markers; request text is encoded as ordinary text.

@@ -24,6 +24,7 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any, Protocol
 
 from pcache.prompt.hf_pieces import running_starts, tiktoken_byte_lengths
@@ -82,11 +83,13 @@ class TiktokenPieces:
         self._special_spans = (
             renderer.special_spans if isinstance(renderer, MarkedRenderer) else None
         )
+        self._special_parts = getattr(renderer, "special_parts", None)
+        """The cut of a text the renderer keeps, when it keeps them (harmony)."""
         specials = sorted(encoding.special_tokens_set, key=len, reverse=True)
         self.special_ids = {text: encoding.encode_single_token(text) for text in specials}
-        self.splitter = re.compile("(" + "|".join(map(re.escape, specials)) + ")")
         self._byte_lengths: list[int] | None = None
-        self.batch = ThreadedEncoder(_array_encoder(encoding))
+        encode = _array_encoder(encoding)
+        self.batch = ThreadedEncoder(encode, encode_batch=_batch_encoder(encoding, encode))
         """Encodes a batch of pieces into 4-byte arrays, on `batch.threads` threads."""
 
     @classmethod
@@ -95,10 +98,18 @@ class TiktokenPieces:
             return None
         return cls(renderer)
 
+    @cached_property
+    def splitter(self) -> re.Pattern[str]:
+        """Every special token, longest first (the plain layouts cut at each one); compiled
+        when first used: harmony's pieces are cut at the markers its renderer wrote."""
+        return re.compile("(" + "|".join(map(re.escape, self.special_ids)) + ")")
+
     def parts(self, text: str) -> Parts | None:
         if self._special_spans is None:  # plain layouts encode with every special allowed
             return self.splitter.split(text)
-        markers = self._special_spans(text)  # harmony: only the markers the renderer wrote
+        if self._special_parts is not None:  # harmony: only the markers the renderer wrote
+            return self._special_parts(text)
+        markers = self._special_spans(text)
         if markers is None:
             return None
         parts: Parts = []
@@ -145,6 +156,52 @@ def _array_encoder(encoding: Any) -> Callable[[str], array[int]]:
     return encode
 
 
+def _batch_encoder(
+    encoding: Any, encode: Callable[[str], array[int]]
+) -> Callable[[list[str]], list[array[int]]] | None:
+    """`encode` of each piece, in one call to tiktoken for them all: the pieces joined with a
+    special token between them, that token the only special one allowed. tiktoken encodes
+    the text between two allowed special tokens on its own, as `encode_ordinary` encodes a
+    piece, and its Rust loop holds the GIL only to start and to return. A batch in which a
+    piece spells the separator, or holds a lone surrogate, is encoded piece by piece."""
+    to_buffer = getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
+    if to_buffer is None or not encoding.special_tokens_set or array("i").itemsize != 4:
+        return None
+    # the special token of the highest id: a reserved one where the encoding has them
+    separator_id, separator = max(
+        (encoding.encode_single_token(text), text) for text in encoding.special_tokens_set
+    )
+    allowed = {separator}
+    marker = array("i", [separator_id]).tobytes()
+
+    def encode_batch(pieces: list[str]) -> list[array[int]]:
+        if len(pieces) < 2 or any(separator in piece for piece in pieces):
+            return list(map(encode, pieces))
+        try:
+            buffer = to_buffer(separator.join(pieces), allowed)
+        except UnicodeEncodeError:
+            return list(map(encode, pieces))
+        raw = memoryview(buffer).cast("B").tobytes()
+        ids = array("i")
+        ids.frombytes(raw)
+        encoded = []
+        start = 0
+        at = 0
+        for _ in range(len(pieces) - 1):
+            at = raw.find(marker, at)
+            while at % 4:  # (the separator's bytes across two ids)
+                assert at > 0, "a separator is missing"
+                at = raw.find(marker, at + 1)
+            end = at // 4
+            encoded.append(ids[start:end])
+            start = end + 1
+            at += 4
+        encoded.append(ids[start:])
+        return encoded
+
+    return encode_batch
+
+
 def piece_encoder_of(renderer: Renderer) -> PieceEncoder | None:
     """The renderer's own piece encoder (Hugging Face models), else tiktoken's, else None."""
     if isinstance(renderer, PieceRenderer):
@@ -161,6 +218,22 @@ class _Piece:
     def __init__(self, ids: Sequence[int]):
         self.ids = ids if type(ids) is array else array("i", ids)
         self.starts: array[int] | None = None
+
+
+class PendingPieces:
+    """Texts cut at their special tokens, and the new pieces among them being encoded
+    (`SegmentCachedRenderer.prefetch_later`)."""
+
+    __slots__ = ("cuts", "encoded", "missing", "on_its_way")
+
+    def __init__(
+        self, cuts: dict[str, Parts], missing: list[str], encoded: Any, on_its_way: bool = False
+    ):
+        self.cuts = cuts
+        self.missing = missing
+        self.encoded = encoded
+        """The ids of each missing piece, or (`on_its_way`) the future that gives them."""
+        self.on_its_way = on_its_way
 
 
 class SegmentCachedRenderer:
@@ -194,6 +267,9 @@ class SegmentCachedRenderer:
         self.enabled = self.encoder is not None
         self._prefetched: dict[str, Parts] = {}
         """The cuts of the texts `prefetch` was given, until `segments` asks for them."""
+        self._pending: dict[str, None] = {}
+        """Pieces `prefetch_later` is encoding in the background, until `receive`."""
+        self._background: Any = None
 
     def render_text(self, request: Request, options: RenderOptions) -> tuple[str, list[Span]]:
         return self.inner.render_text(request, options)
@@ -221,18 +297,59 @@ class SegmentCachedRenderer:
     def prefetch(self, texts: list[str]) -> None:
         """Encode the pieces of all `texts` that are not cached yet, in one batch: the later
         `encode_segments` of each text reads them from the cache."""
+        self.receive(self.prefetch_later(texts, background=False))
+
+    def prefetch_later(self, texts: list[str], background: bool = True) -> PendingPieces:
+        """`prefetch` in two steps: cut `texts` and start encoding the pieces neither cached
+        nor already on their way, on a background thread (`background`: the caller goes on
+        with other work meanwhile) or here; `receive` then caches them, before the texts'
+        `encode_segments`. The ids do not depend on where they are encoded."""
         if self.encoder is None:
-            return
-        cache = self.pieces
+            return PendingPieces({}, [], [])
+        cache, pending = self.pieces, self._pending
+        cuts: dict[str, Parts] = {}
         missing: dict[str, None] = {}
-        self._prefetched.clear()
         for text in texts:
             parts = self.encoder.parts(text)
             if parts is not None:
-                self._prefetched[text] = parts
-                missing.update((piece, None) for piece in parts[::2] if piece not in cache)
-        if missing:
-            self._entries(list(missing))  # counted as misses; their later reads as hits
+                cuts[text] = parts
+                missing.update(
+                    (piece, None)
+                    for piece in parts[::2]
+                    if piece not in cache and piece not in pending
+                )
+        names = list(missing)
+        if not names:
+            return PendingPieces(cuts, names, [])
+        if not background:
+            return PendingPieces(cuts, names, self.encoder.encode_pieces(names))
+        if self._background is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="pcache-prefetch")
+        pending.update(missing)
+        encoding = self._background.submit(self.encoder.encode_pieces, names)
+        return PendingPieces(cuts, names, encoding, on_its_way=True)
+
+    def receive(self, pending: PendingPieces) -> None:
+        """Cache the pieces `prefetch_later` encoded (waiting for them if need be); the cuts
+        of its texts are kept until `segments` asks for them."""
+        self._prefetched = pending.cuts
+        if not pending.missing:
+            return
+        encoded = pending.encoded
+        if pending.on_its_way:
+            encoded = encoded.result()
+            for piece in pending.missing:
+                self._pending.pop(piece, None)
+        self._insert(pending.missing, encoded)
+
+    def close(self) -> None:
+        """Stop the background thread of `prefetch_later` (a later call starts another)."""
+        if self._background is not None:
+            self._background.shutdown()
+            self._background = None
+        self._pending.clear()
 
     def segments(self, text: str) -> Parts | None:
         """The text cut where the wrapped renderer's encoder cuts it; None: not cacheable."""
@@ -333,25 +450,34 @@ class SegmentCachedRenderer:
         found = [cache.get(piece) for piece in pieces]
         missing = list(dict.fromkeys(p for p, e in zip(pieces, found, strict=True) if e is None))
         self.hits += len(pieces) - len(missing)
-        self.misses += len(missing)
         for piece, entry in zip(pieces, found, strict=True):
             if entry is not None:
                 cache.move_to_end(piece)  # most recently used last
         if not missing:
             return found  # type: ignore[return-value]
         assert self.encoder is not None
-        encoded = self.encoder.encode_pieces(missing)
+        new = self._insert(missing, self.encoder.encode_pieces(missing))
+        return [
+            new[piece] if entry is None else entry
+            for piece, entry in zip(pieces, found, strict=True)
+        ]
+
+    def _insert(self, missing: list[str], encoded: Sequence[Sequence[int]]) -> dict[str, _Piece]:
+        """Cache the ids of the pieces `missing` (most recently used), then forget the pieces
+        used longest ago beyond `max_cached_tokens`."""
+        cache = self.pieces
         new = dict(zip(missing, map(_Piece, encoded), strict=True))
+        self.misses += len(missing)
         for piece, entry in new.items():
+            before = cache.pop(piece, None)  # (encoded here meanwhile, for an earlier text)
+            if before is not None:
+                self.cached_tokens -= len(before.ids)
             cache[piece] = entry
             self.cached_tokens += len(entry.ids)
         while self.cached_tokens > self.max_cached_tokens and len(cache) > len(new):
             _, old = cache.popitem(last=False)
             self.cached_tokens -= len(old.ids)
-        return [
-            new[piece] if entry is None else entry
-            for piece, entry in zip(pieces, found, strict=True)
-        ]
+        return new
 
     def check_integrity(self) -> None:
         assert self.cached_tokens == sum(len(entry.ids) for entry in self.pieces.values())

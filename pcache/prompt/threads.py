@@ -4,6 +4,7 @@ while they encode, so threads scale where the text is long enough to pay for the
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,24 +21,39 @@ def default_jobs() -> int:
 
 
 class ThreadedEncoder:
-    """`encode` mapped over pieces, on `threads` threads for a large batch (in order)."""
+    """`encode` mapped over pieces, on `threads` threads for a large batch (in order).
 
-    def __init__(self, encode: Callable[[str], list[int]], threads: int = 1):
+    `encode_batch`, when given, encodes a list of pieces at once (as `encode` would each): a
+    thread then hands its whole share to it, one call that holds the GIL only at its ends."""
+
+    def __init__(
+        self,
+        encode: Callable[[str], list[int]],
+        threads: int = 1,
+        encode_batch: Callable[[list[str]], list[Any]] | None = None,
+    ):
         self.encode = encode
         self.threads = threads
+        self.encode_batch = encode_batch or self._each
         self._pool: Any = None
+        self._lock = threading.Lock()
 
-    def __call__(self, pieces: list[str]) -> list[list[int]]:
+    def _each(self, pieces: list[str]) -> list[Any]:
+        return list(map(self.encode, pieces))
+
+    def __call__(self, pieces: list[str]) -> list[Any]:
         threads = min(self.threads, len(pieces))
         if threads <= 1 or sum(map(len, pieces)) < MIN_CHARACTERS_PER_THREAD * threads:
-            return list(map(self.encode, pieces))
-        if self._pool is None or self._pool._max_workers != self.threads:
-            from concurrent.futures import ThreadPoolExecutor
+            return self.encode_batch(pieces)
+        with self._lock:  # (a background thread may encode while the caller's thread does)
+            if self._pool is None or self._pool._max_workers != self.threads:
+                from concurrent.futures import ThreadPoolExecutor
 
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="pcache-encode")
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="pcache-encode")
+            pool = self._pool
         chunk = -(-len(pieces) // threads)
         batches = [pieces[start : start + chunk] for start in range(0, len(pieces), chunk)]
-        encoded: list[list[int]] = []
-        for ids in self._pool.map(lambda batch: list(map(self.encode, batch)), batches):
+        encoded: list[Any] = []
+        for ids in pool.map(self.encode_batch, batches):
             encoded += ids
         return encoded

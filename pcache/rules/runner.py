@@ -29,6 +29,7 @@ from pcache.prompt.tables import (
     split_column,
     with_column,
 )
+from pcache.retained import retain
 from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
@@ -167,7 +168,10 @@ class _Run:
 
     def __init__(self, options: LintOptions, config: LintConfig, progress):
         renderer = SegmentCachedRenderer(options.renderer or resolve_renderer(options.tokenizer))
-        self.stage = RenderStage(renderer, options.settings.render_options(), options.jobs)
+        ahead = options.executor == "local" or options.renderer is not None  # no remote pieces
+        self.stage = RenderStage(
+            renderer, options.settings.render_options(), options.jobs, ahead=ahead
+        )
         profile = load_profile(options.profile)
         self.settings = LintSettings(renderer, profile, options.block_size, options.date)
         self.renderer = renderer
@@ -220,25 +224,47 @@ class _Run:
                 remote.close()
 
     def _lint_file(self, path: str, remote) -> None:
+        """Lint the file's requests chunk by chunk; with a render stage that runs ahead, each
+        chunk is read and rendered, and its new text sent to be encoded, before the chunk
+        before it is linted."""
         self.summary.files += 1
         self.ignored = tuple(s.upper() for s in self.config.ignored_for(path))
+        ahead = self.stage.ahead and remote is None
+        waiting = None
         started = time.perf_counter()
-        for chunk in batched(_iter_file(path), RENDER_CHUNK):
-            self.seconds["read"] += time.perf_counter() - started
-            started = time.perf_counter()
-            chats = [item for item in chunk if isinstance(item, Request) and is_chat(item)]
-            if remote is not None and chats:
-                remote.reach(chats[-1].line)
-            texts = dict(zip(map(id, chats), self.stage.prepare(chats), strict=True))
-            self.seconds["render"] += time.perf_counter() - started
-            for item in chunk:
-                if isinstance(item, InputError):
-                    self._parse_error(item)
-                else:
-                    self.lint_request_or_report(item, texts.get(id(item)))
-                if self.progress is not None:
-                    self.progress(1)
-            started = time.perf_counter()
+        try:
+            for chunk in batched(_iter_file(path), RENDER_CHUNK):
+                self.seconds["read"] += time.perf_counter() - started
+                started = time.perf_counter()
+                chats = [item for item in chunk if isinstance(item, Request) and is_chat(item)]
+                if remote is not None and chats:
+                    remote.reach(chats[-1].line)
+                prepared = (chunk, chats, self.stage.start(chats, background=ahead))
+                self.seconds["render"] += time.perf_counter() - started
+                if waiting is not None:
+                    self._lint_chunk(*waiting)
+                waiting = prepared
+                if not ahead:
+                    self._lint_chunk(*waiting)
+                    waiting = None
+                started = time.perf_counter()
+            if waiting is not None:
+                self._lint_chunk(*waiting)
+        finally:
+            self.stage.close()
+
+    def _lint_chunk(self, chunk: list, chats: list[Request], started: Any) -> None:
+        """Lint a chunk of read items in order (its chat requests rendered by `stage.start`)."""
+        begun = time.perf_counter()
+        texts = dict(zip(map(id, chats), self.stage.finish(started), strict=True))
+        self.seconds["render"] += time.perf_counter() - begun
+        for item in chunk:
+            if isinstance(item, InputError):
+                self._parse_error(item)
+            else:
+                self.lint_request_or_report(item, texts.get(id(item)))
+            if self.progress is not None:
+                self.progress(1)
 
     def _keep(self, code: str) -> bool:
         return not any(code.startswith(selector) for selector in self.ignored)
@@ -566,7 +592,8 @@ def lint_paths(
         extended = dataclasses.replace(
             options.selection, extend=(*options.selection.extend, *fixable)
         )
-        first = _lint_files(files, dataclasses.replace(options, selection=extended), config, None)
+        fixing = dataclasses.replace(options, selection=extended)
+        first = _lint_files(files, fixing, config, None, last=False)
         fixable = sorted({d.file for d in first.diagnostics if d.fixable})
         fixed_files = fix_files(fixable)
     report = _lint_files(files, options, config, progress)
@@ -575,12 +602,17 @@ def lint_paths(
     return report
 
 
-def _lint_files(files, options, config, progress) -> LintReport:
+def _lint_files(files, options, config, progress, last: bool = True) -> LintReport:
+    """One pass over `files`; the last pass of a command hands what it built to the end of
+    the process when that is asked for (`pcache.retained`)."""
     run = _Run(options, config, progress)
     with paused_gc():  # the pass keeps what it builds: nothing for the collector to find
         for path in files:
             run.lint_file(path)
-        return run.finish()
+        report = run.finish()
+    if last:
+        retain(run)
+    return report
 
 
 def lint_values(values: list[object], options: LintOptions, source: str = "<memory>") -> LintReport:
