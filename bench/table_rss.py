@@ -3,6 +3,7 @@
     python bench/table_rss.py 100000 1000000            # read every request (parse + normalize)
     python bench/table_rss.py --lint 100000 1000000     # `pcache lint` over the table
     python bench/table_rss.py --lint --keep /tmp/pq 100000 1000000   # keep the tables there
+    python bench/table_rss.py --lint --smaps 20 1000000  # and resident memory by mapping kind
 
 The table has the shape of an agent's log: conversations of 2 to 12 turns (each request sends
 the shared system prompt, the history so far and one new user turn), a new conversation every
@@ -10,7 +11,10 @@ the shared system prompt, the history so far and one new user turn), a new conve
 interleave), each row its own recorder line `{session_id, timestamp, body}`. Each size is
 written once (row groups of 50,000 rows; reused from `--keep` when already there), then read in
 a fresh process whose peak RSS (GNU time's `%M`) is printed with the wall time and the load
-average.
+average. `--smaps SECONDS` also prints, every SECONDS of the lint, the rows read so far and the
+resident MiB of each kind of mapping in `/proc/PID/smaps` (the brk heap, file-backed, anonymous
+reservations of 1 GiB or more, which is how mimalloc, pyarrow's default pool, reserves, and the
+other anonymous mappings: Python's arenas and glibc's large blocks) with pyarrow's pool bytes.
 """
 
 from __future__ import annotations
@@ -42,6 +46,54 @@ READ = (
     "count = sum(1 for _ in iter_requests(sys.argv[1]))\n"
     "print(count)\n"
 )
+SAMPLED = """
+import os, sys, threading, time
+import pyarrow
+import pcache.prompt.tables as tables
+
+every, rows, reading = float(sys.argv.pop(1)), [0], tables.iter_table_documents
+
+def counted(*arguments, **options):
+    for document in reading(*arguments, **options):
+        rows[0] += 1
+        yield document
+
+def kind(size, name):
+    if name == "[heap]":
+        return "heap"
+    if not name:
+        return "anon_1g" if size >= 1 << 30 else "anon"
+    return "file" if name.startswith("/") else "other"
+
+def sample():
+    resident, size, name = {}, 0, ""
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and not fields[0].endswith(":"):
+                start, end = (int(part, 16) for part in fields[0].split("-"))
+                size, name = end - start, " ".join(fields[5:])
+            elif fields[0] == "Rss:":
+                key = kind(size, name)
+                resident[key] = resident.get(key, 0) + int(fields[1])
+    kinds = ("heap", "anon", "anon_1g", "file")
+    parts = " ".join(f"{key}={resident.get(key, 0) >> 10}" for key in kinds)
+    pool = pyarrow.default_memory_pool().bytes_allocated() >> 20
+    total = sum(resident.values()) >> 10
+    line = f"smaps rows={rows[0]} rss={total} {parts} pool={pool}"
+    print(line, file=sys.stderr, flush=True)
+
+def sampler():
+    while True:
+        time.sleep(every)
+        sample()
+
+tables.iter_table_documents = counted
+threading.Thread(target=sampler, daemon=True).start()
+from pcache.cli.app import main
+sys.argv[0] = "pcache"
+main()
+"""
 
 
 def conversation_rows(session: int, start_ms: float, chooser: random.Random):
@@ -107,10 +159,13 @@ def write_table(rows: int, path: Path, arrival_s: float) -> None:
     writer.close()
 
 
-def measure(path: Path, lint: bool, profile: str) -> tuple[float, float, str]:
+def measure(
+    path: Path, lint: bool, profile: str, smaps: float | None = None
+) -> tuple[float, float, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if lint:
-        command = [sys.executable, "-m", "pcache", "lint", str(path), "-t", "o200k_base"]
+        start = ["-m", "pcache"] if smaps is None else ["-c", SAMPLED, str(smaps)]
+        command = [sys.executable, *start, "lint", str(path), "-t", "o200k_base"]
         command += ["--profile", profile, "--format", "concise", "--exit-zero"]
     else:
         command = [sys.executable, "-c", READ, str(path)]
@@ -120,7 +175,11 @@ def measure(path: Path, lint: bool, profile: str) -> tuple[float, float, str]:
     )
     seconds = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
-    peak_kib = int(done.stderr.strip().splitlines()[-1])
+    *samples, peak = done.stderr.strip().splitlines()
+    for line in samples:
+        if line.startswith("smaps "):
+            print(line)
+    peak_kib = int(peak)
     lines = done.stdout.strip().splitlines()
     return peak_kib / 1024, seconds, f"{len(lines)} output lines"
 
@@ -132,6 +191,7 @@ def main() -> None:
     parser.add_argument("--profile", default="openai")
     parser.add_argument("--arrival", type=float, default=2.0, help="seconds between sessions")
     parser.add_argument("--keep", type=Path, help="folder to write the tables to and keep")
+    parser.add_argument("--smaps", type=float, help="with --lint: sample smaps every SECONDS")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         folder = arguments.keep or Path(scratch)
@@ -140,7 +200,9 @@ def main() -> None:
             path = folder / f"agent-{rows}-{arguments.arrival:g}s.parquet"
             if not path.exists():
                 write_table(rows, path, arguments.arrival)
-            peak_mib, seconds, last = measure(path, arguments.lint, arguments.profile)
+            peak_mib, seconds, last = measure(
+                path, arguments.lint, arguments.profile, arguments.smaps
+            )
             load = " ".join(f"{value:.2f}" for value in os.getloadavg())
             print(f"rows={rows} peak_rss={peak_mib:.0f} MiB wall={seconds:.1f}s load={load} {last}")
             if arguments.keep is None:
