@@ -21,19 +21,22 @@ import argparse
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 from serve_child import stop_server  # noqa: E402
+
+from bench.vllm.server import VllmStartError, free_port, healthy, vllm_server  # noqa: E402
+from pcache.replayer.server_metrics import MetricsSnapshot, metrics_delta, parse_metrics  # noqa: E402
 
 INPUT_LEN, OUTPUT_LEN = 256, 64
 DATASETS = {
@@ -58,65 +61,51 @@ METRICS = ("median_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughp
 
 @dataclass
 class Side:
-    """One running server: its child process, URL and metric prefix (`pcache` or `vllm`)."""
+    """One running server: its label (A or B), URL and kind (`pcache` or `vllm`)."""
 
     label: str
-    spec: str
-    child: subprocess.Popen
     url: str
-    prefix: str
+    kind: str
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_healthy(url: str, child: subprocess.Popen, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            pass
-        if child.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the server at {url} never became healthy")
-        time.sleep(0.5)
-
-
-def start_side(label: str, spec: str, args, model: str, out: Path) -> Side:
-    """`vllm`: vLLM's CPU build from `--venv` (block size 32, prefix caching, fp32); else
-    `pcache serve` from the checkout at `spec`."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
+def start_side(label: str, spec: str, args, model: str, out: Path, stack: ExitStack) -> Side:
+    """`vllm`: vLLM's CPU build from `--venv` (`bench/vllm/server.py`'s settings, its process
+    group stopped when `stack` closes); else `pcache serve` from the checkout at `spec`,
+    stopped by its PID when `stack` closes. Returns once the server answers /health."""
+    log = out / f"{label}.log"
     if spec == "vllm":
         threads = "0" if args.threads == 1 else f"0-{args.threads - 1}"
-        env.update(VLLM_HOST_IP="127.0.0.1", VLLM_CPU_KVCACHE_SPACE="2")
-        env.update(VLLM_SERVER_DEV_MODE="1", VLLM_CPU_OMP_THREADS_BIND=threads)
-        command = [f"{args.venv}/bin/python", f"{args.venv}/bin/vllm_cli.py", "serve", model]
-        command += ["--host", "127.0.0.1", "--port", str(port), "--enable-prefix-caching"]
-        command += ["--block-size", "32", "--max-model-len", "4096", "--dtype", "float32"]
-        cwd, prefix = None, "vllm"
-    else:
-        root = Path(spec).resolve()
-        env.update(PYTHONPATH=str(root), OMP_NUM_THREADS=str(args.threads))
-        command = [sys.executable, "-m", "pcache", "serve", "--model", model, "--port", str(port)]
-        command += ["--block-size", "32", "--kv-cache-tokens", "65536"]
-        cwd, prefix = root, "pcache"
-    log = open(out / f"{label}.log", "w")  # noqa: SIM115 (the child keeps it until stopped)
-    child = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=log)
-    return Side(label, spec, child, url, prefix)
+        try:
+            server = stack.enter_context(
+                vllm_server(
+                    Path(args.venv), Path(model), log, timeout=600,
+                    extra_env={"VLLM_CPU_OMP_THREADS_BIND": threads},
+                )
+            )  # fmt: skip
+        except VllmStartError as error:
+            raise SystemExit(str(error)) from None
+        return Side(label, server.url, "vllm")
+    root = Path(spec).resolve()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(root))
+    env["OMP_NUM_THREADS"] = str(args.threads)
+    command = [sys.executable, "-m", "pcache", "serve", "--model", model, "--port", str(port)]
+    command += ["--block-size", "32", "--kv-cache-tokens", "65536"]
+    stream = stack.enter_context(open(log, "w"))  # noqa: SIM115 (the stack closes it)
+    child = subprocess.Popen(command, cwd=root, env=env, stdout=stream, stderr=stream)
+    stack.callback(stop_server, child)
+    deadline = time.monotonic() + 600
+    while not healthy(url):
+        if child.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"pcache serve at {url} never became healthy (log: {log})")
+        time.sleep(0.5)
+    return Side(label, url, "pcache")
 
 
-def counter(url: str, name: str) -> int:
-    """The sum of one counter's samples on a Prometheus page."""
+def prefix_counters(url: str) -> MetricsSnapshot:
     with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
-        page = answer.read().decode()
-    return int(sum(float(line.split()[-1]) for line in page.splitlines() if line.startswith(name)))
+        return parse_metrics(answer.read().decode())
 
 
 def bench_side(side: Side, args, model: str, out: Path, round_: int) -> dict[str, dict]:
@@ -125,9 +114,7 @@ def bench_side(side: Side, args, model: str, out: Path, round_: int) -> dict[str
         urllib.request.urlopen(
             urllib.request.Request(f"{side.url}/reset_prefix_cache", method="POST"), timeout=30
         ).close()
-        hits = f"{side.prefix}:prefix_cache_hits"
-        queries = f"{side.prefix}:prefix_cache_queries"
-        before = counter(side.url, hits), counter(side.url, queries)
+        before = prefix_counters(side.url)
         load_before = os.getloadavg()[0]
         name = f"{side.label}{round_}-{dataset}.json"
         client = [
@@ -143,13 +130,14 @@ def bench_side(side: Side, args, model: str, out: Path, round_: int) -> dict[str
             subprocess.run(client, stdout=text, stderr=subprocess.STDOUT, check=True)
         result = json.loads((out / name).read_text())
         result["load"] = (load_before, os.getloadavg()[0])
+        delta = metrics_delta(before, prefix_counters(side.url))
         result["prefix"] = (
-            counter(side.url, hits) - before[0],
-            counter(side.url, queries) - before[1],
+            int(delta.get("prefix_cache_hits", 0)),
+            int(delta.get("prefix_cache_queries", 0)),
         )
         results[dataset] = result
         print(
-            f"{side.label}{round_} {side.prefix:7} {dataset:18}"
+            f"{side.label}{round_} {side.kind:7} {dataset:18}"
             f" TTFT p50 {result['median_ttft_ms']:7.1f}"
             f"  TPOT p50 {result['median_tpot_ms']:6.2f}"
             f"  ITL p50 {result['median_itl_ms']:6.2f}"
@@ -187,19 +175,16 @@ def main() -> int:
         )  # fmt: skip
     specs = {"A": args.a, "B": args.b}
     print(f"A = {specs['A']}\nB = {specs['B']}\nresults in {out}")
-    sides: dict[str, Side] = {}
-    try:
-        for label, spec in specs.items():  # one at a time: both load the model at start
-            sides[label] = start_side(label, spec, args, model, out)
-            wait_healthy(sides[label].url, sides[label].child, 600)
-        runs: dict[str, list[dict]] = {"A": [], "B": []}
+    runs: dict[str, list[dict]] = {"A": [], "B": []}
+    with ExitStack() as stack:  # both stopped at the end, also on an error
+        # one at a time: both load the model at start
+        sides = {
+            label: start_side(label, spec, args, model, out, stack) for label, spec in specs.items()
+        }
         for round_ in range(args.rounds):
             order = ("A", "B") if round_ % 2 == 0 else ("B", "A")
             for label in order:
                 runs[label].append(bench_side(sides[label], args, model, out, round_ + 1))
-    finally:
-        for side in sides.values():
-            stop_server(side.child)
     print(f"medians over {args.rounds} rounds [min-max]:")
     for dataset in args.datasets:
         medians = {}

@@ -82,8 +82,9 @@ def command(venv: Path, model_dir: Path, port: int, kv_events: str | None = None
     ]
 
 
-def environment() -> dict[str, str]:
-    return dict(
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: this one, offline, loopback only, then `extra`."""
+    env = dict(
         os.environ,
         VLLM_HOST_IP="127.0.0.1",
         VLLM_CPU_KVCACHE_SPACE="2",
@@ -93,6 +94,8 @@ def environment() -> dict[str, str]:
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
     )
+    env.update(extra or {})
+    return env
 
 
 def log_tail(log: Path, lines: int = 15) -> str:
@@ -133,8 +136,10 @@ def vllm_server(
     log: Path | None = None,
     timeout: float = START_TIMEOUT_S,
     kv_events: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[VllmServer]:
-    """A running vLLM until the block ends; VllmStartError when it does not start in time."""
+    """A running vLLM until the block ends; VllmStartError when it does not start in time.
+    `extra_env`: more environment variables for it (VLLM_CPU_OMP_THREADS_BIND...)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = log or Path(model_dir).parent / f"vllm-{port}.log"
@@ -145,7 +150,7 @@ def vllm_server(
             stdin=subprocess.DEVNULL,
             stdout=stream,
             stderr=subprocess.STDOUT,
-            env=environment(),
+            env=environment(extra_env),
             start_new_session=True,
         )
     try:

@@ -128,8 +128,15 @@ def normalize_whitespace(text: str) -> str:
 
 
 def squash(text: str) -> str:
-    """Text with every run of whitespace one space, in NFC: what whitespace drift keeps."""
+    """Text with every run of whitespace one space, in NFC: what whitespace drift keeps. ASCII
+    text with no whitespace but single spaces between words (`_NOT_SQUASHED`) is its own."""
+    if text.isascii() and _NOT_SQUASHED.search(text) is None:
+        return text
     return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+_NOT_SQUASHED = re.compile(r"[^\S ]|  |^ | $")
+"""Whitespace `str.split` cuts at other than a space, two spaces, or a space at an end."""
 
 
 def tool_function(tool: dict[str, Any]) -> dict[str, Any]:

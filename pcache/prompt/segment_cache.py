@@ -135,11 +135,19 @@ class TiktokenPieces:
         return starts
 
 
+def _token_buffer(encoding: Any) -> Callable[[str, set[str]], Any] | None:
+    """tiktoken's encoder into a buffer of 4-byte ids (text, allowed special tokens), where
+    this tiktoken has it and an array of "i" items is 4 bytes; else None."""
+    core = getattr(encoding, "_core_bpe", None)
+    to_buffer = getattr(core, "encode_to_tiktoken_buffer", None)
+    return to_buffer if array("i").itemsize == 4 else None
+
+
 def _array_encoder(encoding: Any) -> Callable[[str], array[int]]:
     """`encoding.encode_ordinary` into an array of 4-byte ids: from tiktoken's token buffer
     where it has one (copied as bytes, no Python int per token), else from its list."""
-    to_buffer = getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
-    if to_buffer is None or array("i").itemsize != 4:
+    to_buffer = _token_buffer(encoding)
+    if to_buffer is None:
         return lambda text: array("i", encoding.encode_ordinary(text))
     no_specials: set[str] = set()  # every special token's text is ordinary text, as there
 
@@ -164,8 +172,8 @@ def _batch_encoder(
     the text between two allowed special tokens on its own, as `encode_ordinary` encodes a
     piece, and its Rust loop holds the GIL only to start and to return. A batch in which a
     piece spells the separator, or holds a lone surrogate, is encoded piece by piece."""
-    to_buffer = getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
-    if to_buffer is None or not encoding.special_tokens_set or array("i").itemsize != 4:
+    to_buffer = _token_buffer(encoding)
+    if to_buffer is None or not encoding.special_tokens_set:
         return None
     # the special token of the highest id: a reserved one where the encoding has them
     separator_id, separator = max(

@@ -8,27 +8,26 @@ optional `session_id`, `timestamp`, `usage`); `outer` is that line.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 Reader = Callable[..., None]
-_SHAPES: tuple[Any, ...] = ()
-"""The shape modules in the order they are tried, imported by the first `reader_for`."""
 
 
 def reader_for(body: dict[str, Any]) -> Reader | None:
     """The reader of `body`'s shape, or None for the shapes `pcache.prompt.request` reads."""
     if "token_ids" in body or ("prompt" in body and "messages" not in body):
         return None
-    for module in _SHAPES or _import_shapes():
+    for module in _shape_modules():
         if module.looks_like(body):
             return module.read
     return None
 
 
-def _import_shapes() -> tuple[Any, ...]:
-    global _SHAPES
+@functools.cache
+def _shape_modules() -> tuple[Any, ...]:
+    """The shape modules in the order they are tried, imported by the first `reader_for`."""
     from pcache.prompt import bedrock, gemini, openinference, otel_spans, responses
 
-    _SHAPES = (responses, gemini, bedrock, openinference, otel_spans)
-    return _SHAPES
+    return (responses, gemini, bedrock, openinference, otel_spans)

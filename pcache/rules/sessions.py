@@ -24,34 +24,11 @@ from pcache.divergence.history import squash
 from pcache.prompt.request import Request
 
 
-def _squashed(text: str) -> str:
-    """`squash(text)`, without splitting ASCII text that is squashed already (in NFC, with
-    single spaces between words, none around them, and no other character `str.split` cuts
-    at)."""
-    if (
-        text.isascii()
-        and "  " not in text
-        and "\n" not in text
-        and "\t" not in text
-        and "\r" not in text
-        and "\x0b" not in text
-        and "\x0c" not in text
-        and "\x1c" not in text
-        and "\x1d" not in text
-        and "\x1e" not in text
-        and "\x1f" not in text
-        and not text.startswith(" ")
-        and not text.endswith(" ")
-    ):
-        return text
-    return squash(text)
-
-
 def message_key(message: dict[str, Any]) -> str:
     """A message as a later request of its conversation repeats it: other whitespace does not
     make it another message."""
     content = message.get("content")
-    text = _squashed(content) if isinstance(content, str) else repr(content)
+    text = squash(content) if isinstance(content, str) else repr(content)
     return hashlib.blake2b(f"{message['role']}\0{text}".encode(), digest_size=12).hexdigest()
 
 
