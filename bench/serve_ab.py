@@ -123,7 +123,8 @@ def bench_side(side: Side, args, model: str, out: Path, round_: int) -> dict[str
             "--model", model, "--tokenizer", model, *DATASETS[dataset],
             "--num-prompts", str(args.prompts), "--max-concurrency", str(args.concurrency),
             "--ignore-eos", "--seed", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--metric-percentiles", "50,90", "--save-result", "--result-dir", str(out),
+            "--metric-percentiles", "50,90", "--save-result", "--save-detailed",
+            "--result-dir", str(out),
             "--result-filename", name,
         ]  # fmt: skip
         with open(out / f"{side.label}{round_}-{dataset}.txt", "w") as text:

@@ -362,3 +362,15 @@ def test_serve_refuses_bad_options_in_one_line(cli, arguments, message):
     result = cli("serve", *arguments)
     assert result.exit_code == 2 and message in result.stderr, result.output
     assert result.stderr.count("\n") == 1
+
+
+def test_the_engine_runs_under_a_short_switch_interval_given_back_at_stop():
+    import sys
+
+    from pcache.serve.engine_loop import SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    with served() as (url, _):
+        assert sys.getswitchinterval() == pytest.approx(min(before, SWITCH_INTERVAL_S))
+        assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+    assert sys.getswitchinterval() == before

@@ -44,3 +44,30 @@ def test_a_multibyte_character_waits_for_its_last_byte():
     detokenizer = ByteDetokenizer()
     euro = "€".encode()
     assert [detokenizer.push(byte) for byte in euro] == ["", "", "€"]
+
+
+@pytest.fixture(scope="module")
+def llama_codec():
+    from tests.fixtures import hf_model_dir
+
+    return TextCodec(str(hf_model_dir("llama3.2")), 128256)
+
+
+def test_text_is_encoded_through_the_tiktoken_path_where_the_tokenizer_allows(llama_codec):
+    assert llama_codec.encoder is llama_codec.renderer
+    assert llama_codec.prompt_tokens.prefix == (128000,)  # BOS, as the post-processor adds it
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    text=st.lists(
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+        | st.sampled_from(["<|eot_id|>", "<|begin_of_text|>", "  ", "\n\n", "2026"]),
+        max_size=8,
+    ).map("".join),
+    special=st.booleans(),
+)
+def test_served_text_ids_equal_the_tokenizers_library(llama_codec, text, special):
+    tokenizer = llama_codec.codec.tokenizer
+    expected = tokenizer.encode(text, add_special_tokens=special).ids
+    assert llama_codec.encode(text, add_special_tokens=special) == expected
