@@ -151,29 +151,42 @@ def bench_side(side: Side, args, model: str, out: Path, round_: int) -> dict[str
     return results
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The two sides and what both are started with (`start_side`)."""
     parser.add_argument("a", help="a checkout's root, or vllm")
     parser.add_argument("b", help="a checkout's root, or vllm")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--venv", default=os.environ.get("PCACHE_VLLM_VENV", "/work/vllm-venv"))
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--prompts", type=int, default=32)
-    parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--model", default=None, help="default: bench-llama with a tokenizer")
     parser.add_argument("--out", type=Path, default=None)
+
+
+def bench_model(args) -> str:
+    """`--model`, else bench-llama's random weights with the Llama 3.2 fixture's tokenizer
+    (written by `bench_decode.py --write-model`)."""
+    if args.model is not None:
+        return args.model
+    model = str(Path(tempfile.gettempdir()) / "pcache-bench-llama-tokenizer")
+    fixture = Path.home() / ".cache/pcache-fixtures/llama3.2-1"
+    subprocess.run(
+        [sys.executable, str(HERE / "bench_decode.py"), "--write-model", model,
+         "--tokenizer-from", str(fixture)],
+        check=True, env=dict(os.environ, PYTHONPATH=str(HERE.parent)),
+    )  # fmt: skip
+    return model
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_server_arguments(parser)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="pcache-serve-ab-"))
     out.mkdir(parents=True, exist_ok=True)
-    model = args.model or str(Path(tempfile.gettempdir()) / "pcache-bench-llama-tokenizer")
-    if args.model is None:
-        fixture = Path.home() / ".cache/pcache-fixtures/llama3.2-1"
-        subprocess.run(
-            [sys.executable, str(HERE / "bench_decode.py"), "--write-model", model,
-             "--tokenizer-from", str(fixture)],
-            check=True, env=dict(os.environ, PYTHONPATH=str(HERE.parent)),
-        )  # fmt: skip
+    model = bench_model(args)
     specs = {"A": args.a, "B": args.b}
     print(f"A = {specs['A']}\nB = {specs['B']}\nresults in {out}")
     runs: dict[str, list[dict]] = {"A": [], "B": []}
