@@ -117,3 +117,23 @@ def test_the_index_returns_what_the_plain_walk_returns(stems, prompts, size, cop
             plain.insert(walked)
             assert set(plain.holders.values()) <= index.live_holders()
     index.check_integrity()
+
+
+def test_a_prompts_own_blocks_are_one_run_until_a_later_prompt_reaches_them():
+    index, plain = PrefixIndex(2), PlainIndex(2)
+    prompts = [[1, 2, 3, 4, 5, 6, 7], [1, 2, 8, 9, 9, 9], [1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 8, 9, 7]]
+    runs = []
+    for tokens in prompts:
+        found = index.match(tokens, None)
+        length, holder, walked = plain.match(tokens, None)
+        assert (found.length, found.holder) == (length, holder)
+        index.insert(found)
+        plain.insert(walked)
+        runs.append(len(index.runs))
+        index.check_integrity()
+    # [1, 2] is a node and [3, 4, 5, 6, 7] its run; the second prompt reaches that head: the
+    # run becomes blocks, and the second's own [8, 9, 9, 9] the run under [8, 9]; the third
+    # adds one block to the first's; the fourth reaches the second's head
+    assert runs == [1, 1, 1, 0]
+    copied = index.copy()
+    assert copied.match([1, 2, 3, 4, 5, 6, 9], None).length == 6

@@ -17,6 +17,13 @@ a walk starts past the full blocks the prompt shares with the last inserted one 
 hashes are that prompt's), and the holders of the last prompt's blocks are written only when a
 later prompt leaves its chain (until then, `_holder` names the last prompt for them).
 
+A prompt's own blocks past the first it adds (the new content no earlier prompt shares, most
+of a log of unique turns) are kept as one run when nothing can expire: the first new block is
+a node, and the rest of the prompt is `runs[that node]`, compared token by token. Nothing under
+a run's head is hashed until a later prompt reaches the head; its insert then makes the run
+the nodes the plain insert would have made (`_unroll`), so a result never depends on it
+(`tests/test_reuse_holders.py`).
+
 A hosted cache forgets a prefix no request used for its lifetime. Given one (`lifetime_ms`, the
 longest the profile allows) and the requests' timestamps, the index stamps every node a prompt
 goes through and `expire(now)` forgets those untouched for longer, oldest first (a node is never
@@ -29,11 +36,11 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from pcache.cache.profiles import Profile, reusable_tokens
-from pcache.prefix import common_prefix_length
+from pcache.prefix import common_prefix_length, common_run_length
 
 
 def reusable(profile: Profile, common: int, num_tokens: int, block_size: int) -> int:
@@ -70,6 +77,15 @@ class Match:
     skipped_from: list[int] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The tokens of prompt `number` past its first new block (a run's head), which no other
+    prompt went through."""
+
+    token_ids: tuple[int, ...]
+    number: int
+
+
 def _shared_from(a: Sequence[int], b: Sequence[int], guess: int) -> int:
     """`common_prefix_length(a, b)`, trying first whether they agree on their first `guess`."""
     if 0 < guess <= min(len(a), len(b)):
@@ -102,13 +118,16 @@ class PrefixIndex:
         self.holders: dict[object, int] = {}
         """The latest prompt through each chain of full blocks and each continuation, except
         on the last prompt's chain (`last`), whose blocks it holds (`_holder`)."""
+        self.runs: dict[int, Run] = {}
+        """What follows a run's head (a node with no children): see the module."""
         self.num_prompts = 0
         self.last_shared = 0
         """Tokens the last walk found shared with the last prompt: the next walk checks that
         length first (a log's requests often share as much with the one before)."""
         self.last: tuple[int, Sequence[int], list[int]] | None = None
         """The last inserted prompt: its namespace's root, its tokens and the chained hashes of
-        all its full blocks (a walk skips the blocks a prompt shares with it)."""
+        its full blocks up to its run's head, or all (a walk skips the blocks a prompt shares
+        with it)."""
 
     def copy(self) -> PrefixIndex:
         other = PrefixIndex(self.block_size, self.lifetime_ms)
@@ -117,6 +136,7 @@ class PrefixIndex:
         other.blocks = set(self.blocks)
         other.children = {parent: list(kids) for parent, kids in self.children.items()}
         other.holders = dict(self.holders)
+        other.runs = dict(self.runs)
         other.num_prompts = self.num_prompts
         other.last_shared = self.last_shared
         other.last = self.last
@@ -136,7 +156,7 @@ class PrefixIndex:
             # the blocks shared with the last prompt are in the index with the same hashes
             shared = _shared_from(token_ids, last[1], self.last_shared)
             self.last_shared = shared
-            index = shared // size
+            index = min(shared // size, len(last[2]))
             if index:
                 chain = last[2][:index]
                 parent = chain[-1]
@@ -150,9 +170,18 @@ class PrefixIndex:
             parent = chained
             chain.append(chained)
             index += 1
-        rest = tuple(token_ids[index * size : (index + 1) * size])
         length = index * size
         holder = self._holder(parent, index) if index else None
+        run = self.runs.get(parent) if index else None
+        if run is not None:  # the rest of one prompt: as far as it agrees, it holds it
+            shared = common_run_length(token_ids, length, run.token_ids, 0)
+            if shared:
+                length += shared
+                holder = run.number
+            return Match(
+                length, token_ids, root, index, parent, chain, holder, skipped, skipped_from
+            )
+        rest = tuple(token_ids[index * size : (index + 1) * size])
         kids = self.children.get(parent)
         if kids and rest:
             at = bisect_left(kids, rest)
@@ -175,7 +204,14 @@ class PrefixIndex:
         number = self.num_prompts
         size = self.block_size
         token_ids = match.token_ids
+        if self.runs and match.parent in self.runs:
+            self._unroll(match.parent, match.matched_blocks)
+            match = self._walk_on(match)
         start = match.matched_blocks * size
+        if self.lifetime_ms is None and len(token_ids) - start >= 2 * size:
+            head = hash((match.parent, tuple(token_ids[start : start + size])))
+            if head not in self.blocks:  # new from here: one node, then a run
+                return self._insert_run(match, head, number)
         new_blocks = list(zip(*[iter(token_ids[start:])] * size, strict=False))
         tail = tuple(token_ids[start + len(new_blocks) * size :])
         parent = match.parent
@@ -200,15 +236,69 @@ class PrefixIndex:
         if self.lifetime_ms is not None:
             self._stamp(match, created, new_blocks, now, tail if tail_added else ())
         chain = match.chain + created
-        if self.last is not None:  # the last prompt's blocks that this one leaves stay its own
+        self._leave_last(match, chain, number)
+        self.last = (match.root, token_ids, chain)
+        self.num_prompts += 1
+        return number
+
+    def _insert_run(self, match: Match, head: int, number: int) -> int:
+        """`insert` of a prompt new from its next full block on: that block's node, and the
+        rest as the run under it."""
+        size = self.block_size
+        start = match.matched_blocks * size
+        self._add_child(match.parent, tuple(match.token_ids[start : start + size]))
+        self.blocks.add(head)
+        self.runs[head] = Run(tuple(match.token_ids[start + size :]), number)
+        chain = [*match.chain, head]
+        self._leave_last(match, chain, number)
+        self.last = (match.root, match.token_ids, chain)
+        self.num_prompts += 1
+        return number
+
+    def _leave_last(self, match: Match, chain: list[int], number: int) -> None:
+        """The last prompt's blocks that this one leaves stay its own (their holders)."""
+        if self.last is not None:
             before = self.last[2]
             known = match.skipped if match.skipped_from is before else 0
             kept = common_prefix_length(before, chain, known)
             if kept < len(before):
-                holders.update(dict.fromkeys(before[kept:], number - 1))
-        self.last = (match.root, token_ids, chain)
-        self.num_prompts += 1
-        return number
+                self.holders.update(dict.fromkeys(before[kept:], number - 1))
+
+    def _walk_on(self, match: Match) -> Match:
+        """`match` taken on through the full blocks the index has now (a run was unrolled)."""
+        size, tokens = self.block_size, match.token_ids
+        index, parent, chain = match.matched_blocks, match.parent, list(match.chain)
+        while (index + 1) * size <= len(tokens):
+            chained = hash((parent, tuple(tokens[index * size : (index + 1) * size])))
+            if chained not in self.blocks:
+                break
+            parent = chained
+            chain.append(chained)
+            index += 1
+        return replace(match, matched_blocks=index, parent=parent, chain=chain)
+
+    def _unroll(self, head: int, depth: int) -> None:
+        """Make the run under `head` (the chained hash of `depth` full blocks) the nodes and
+        holders the plain insert made for its prompt."""
+        run = self.runs.pop(head)
+        size, tokens, number = self.block_size, run.token_ids, run.number
+        blocks = list(zip(*[iter(tokens)] * size, strict=False))
+        tail = tokens[len(blocks) * size :]
+        created = []
+        parent = head
+        for block in blocks:
+            self.children[parent] = [block]
+            parent = hash((parent, block))
+            created.append(parent)
+        self.blocks.update(created)
+        self.holders[head] = number
+        self.holders.update(dict.fromkeys(created, number))
+        if tail:
+            self.children[parent] = [tail]
+            self.holders[(parent, tail)] = number
+        last = self.last
+        if last is not None and number == self.num_prompts - 1 and len(last[2]) == depth:
+            self.last = (last[0], last[1], [*last[2], *created])  # its chain, all of it again
 
     def _stamp(
         self,
@@ -285,6 +375,7 @@ class PrefixIndex:
         """The prompts a match can still name as its holder (the others were passed by later
         prompts everywhere they went)."""
         live = set(self.holders.values())
+        live.update(run.number for run in self.runs.values())
         if self.last is not None and self.last[2]:
             live.add(self.num_prompts - 1)
         return live
@@ -313,6 +404,8 @@ class PrefixIndex:
     def check_integrity(self) -> None:
         assert all(0 <= number < self.num_prompts for number in self.holders.values())
         assert self.last is None or self.blocks.issuperset(self.last[2])
+        assert self.blocks.issuperset(self.runs) and self.children.keys().isdisjoint(self.runs)
+        assert not self.runs or self.lifetime_ms is None
         stamps = [stamp for stamp, _, _ in self.touched.values()]
         assert stamps == sorted(stamps), "least recently used first"
         for kids in self.children.values():
