@@ -177,6 +177,17 @@ def bench_model(args) -> str:
     return model
 
 
+def set_up(args, prefix: str) -> tuple[Path, str, dict[str, str]]:
+    """The results folder (`--out`, else a new one named `prefix...`), the model and the two
+    sides' specs, printed."""
+    out = args.out or Path(tempfile.mkdtemp(prefix=prefix))
+    out.mkdir(parents=True, exist_ok=True)
+    model = bench_model(args)
+    specs = {"A": args.a, "B": args.b}
+    print(f"A = {specs['A']}\nB = {specs['B']}\nresults in {out}")
+    return out, model, specs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_server_arguments(parser)
@@ -184,11 +195,7 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--concurrency", type=int, default=4)
     args = parser.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="pcache-serve-ab-"))
-    out.mkdir(parents=True, exist_ok=True)
-    model = bench_model(args)
-    specs = {"A": args.a, "B": args.b}
-    print(f"A = {specs['A']}\nB = {specs['B']}\nresults in {out}")
+    out, model, specs = set_up(args, "pcache-serve-ab-")
     runs: dict[str, list[dict]] = {"A": [], "B": []}
     with ExitStack() as stack:  # both stopped at the end, also on an error
         # one at a time: both load the model at start

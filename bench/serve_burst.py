@@ -19,14 +19,13 @@ import asyncio
 import random
 import statistics
 import sys
-import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
-from serve_ab import add_server_arguments, bench_model, start_side  # noqa: E402
+from serve_ab import add_server_arguments, set_up, start_side  # noqa: E402
 
 PROMPT_TOKENS = 256
 
@@ -63,11 +62,7 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 3, 4])
     parser.add_argument("--repeat", type=int, default=8)
     args = parser.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="pcache-serve-burst-"))
-    out.mkdir(parents=True, exist_ok=True)
-    model = bench_model(args)
-    specs = {"A": args.a, "B": args.b}
-    print(f"A = {specs['A']}\nB = {specs['B']}\nlogs in {out}")
+    out, model, specs = set_up(args, "pcache-serve-burst-")
     times: dict[str, dict[int, list[float]]] = {"A": {}, "B": {}}
     with ExitStack() as stack:
         sides = {
