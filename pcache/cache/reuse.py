@@ -146,7 +146,6 @@ class PrefixIndex:
         """The longest prefix of `token_ids` shared with an inserted prompt (what the index
         holds does not change; the length shared with the last prompt is kept as a guess)."""
         size = self.block_size
-        num_blocks = len(token_ids) // size
         root = parent = hash(("namespace", namespace)) if namespace else 0
         chain: list[int] = []
         index = 0
@@ -162,14 +161,7 @@ class PrefixIndex:
                 parent = chain[-1]
                 skipped_from = last[2]
         skipped = index
-        seen = self.blocks
-        while index < num_blocks:
-            chained = hash((parent, tuple(token_ids[index * size : (index + 1) * size])))
-            if chained not in seen:
-                break
-            parent = chained
-            chain.append(chained)
-            index += 1
+        index, parent = self._walk(token_ids, index, parent, chain)
         length = index * size
         holder = self._holder(parent, index) if index else None
         run = self.runs.get(parent) if index else None
@@ -211,7 +203,7 @@ class PrefixIndex:
         if self.lifetime_ms is None and len(token_ids) - start >= 2 * size:
             head = hash((match.parent, tuple(token_ids[start : start + size])))
             if head not in self.blocks:  # new from here: one node, then a run
-                return self._insert_run(match, head, number)
+                return self._insert_run(match, head)
         new_blocks = list(zip(*[iter(token_ids[start:])] * size, strict=False))
         tail = tuple(token_ids[start + len(new_blocks) * size :])
         parent = match.parent
@@ -235,46 +227,52 @@ class PrefixIndex:
             holders[(parent, tail)] = number  # (a prefix of a longer one keeps its holder)
         if self.lifetime_ms is not None:
             self._stamp(match, created, new_blocks, now, tail if tail_added else ())
-        chain = match.chain + created
-        self._leave_last(match, chain, number)
-        self.last = (match.root, token_ids, chain)
-        self.num_prompts += 1
-        return number
+        return self._inserted(match, match.chain + created)
 
-    def _insert_run(self, match: Match, head: int, number: int) -> int:
+    def _insert_run(self, match: Match, head: int) -> int:
         """`insert` of a prompt new from its next full block on: that block's node, and the
         rest as the run under it."""
         size = self.block_size
         start = match.matched_blocks * size
         self._add_child(match.parent, tuple(match.token_ids[start : start + size]))
         self.blocks.add(head)
-        self.runs[head] = Run(tuple(match.token_ids[start + size :]), number)
-        chain = [*match.chain, head]
-        self._leave_last(match, chain, number)
-        self.last = (match.root, match.token_ids, chain)
-        self.num_prompts += 1
-        return number
+        self.runs[head] = Run(tuple(match.token_ids[start + size :]), self.num_prompts)
+        return self._inserted(match, [*match.chain, head])
 
-    def _leave_last(self, match: Match, chain: list[int], number: int) -> None:
-        """The last prompt's blocks that this one leaves stay its own (their holders)."""
+    def _inserted(self, match: Match, chain: list[int]) -> int:
+        """The prompt of `match`, whose full blocks (up to its run's head) are `chain`, is the
+        last one now; returns its number. The last prompt's blocks that it leaves stay that
+        prompt's own (their holders are written)."""
+        number = self.num_prompts
         if self.last is not None:
             before = self.last[2]
             known = match.skipped if match.skipped_from is before else 0
             kept = common_prefix_length(before, chain, known)
             if kept < len(before):
                 self.holders.update(dict.fromkeys(before[kept:], number - 1))
+        self.last = (match.root, match.token_ids, chain)
+        self.num_prompts += 1
+        return number
 
-    def _walk_on(self, match: Match) -> Match:
-        """`match` taken on through the full blocks the index has now (a run was unrolled)."""
-        size, tokens = self.block_size, match.token_ids
-        index, parent, chain = match.matched_blocks, match.parent, list(match.chain)
-        while (index + 1) * size <= len(tokens):
-            chained = hash((parent, tuple(tokens[index * size : (index + 1) * size])))
-            if chained not in self.blocks:
+    def _walk(
+        self, token_ids: Sequence[int], index: int, parent: int, chain: list[int]
+    ) -> tuple[int, int]:
+        """From full block `index` (after the node `parent`), the full blocks of `token_ids` the
+        index holds, their chained hashes added to `chain`: (blocks matched, the last node)."""
+        size, seen = self.block_size, self.blocks
+        while (index + 1) * size <= len(token_ids):
+            chained = hash((parent, tuple(token_ids[index * size : (index + 1) * size])))
+            if chained not in seen:
                 break
             parent = chained
             chain.append(chained)
             index += 1
+        return index, parent
+
+    def _walk_on(self, match: Match) -> Match:
+        """`match` taken on through the full blocks the index has now (a run was unrolled)."""
+        chain = list(match.chain)
+        index, parent = self._walk(match.token_ids, match.matched_blocks, match.parent, chain)
         return replace(match, matched_blocks=index, parent=parent, chain=chain)
 
     def _unroll(self, head: int, depth: int) -> None:

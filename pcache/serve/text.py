@@ -51,8 +51,9 @@ class TextCodec:
         thread steps under), else the codec."""
         if getattr(self.renderer, "fast", None) is not None:
             self.encoder = self.renderer
-        self.prompt_tokens = text_prompt_tokens(self.encoder)
-        """The special tokens a text prompt gets (found now, not in the first request)."""
+        self.prompt_tokens = text_prompt_tokens(self.codec)
+        """The special tokens a text prompt gets: the codec's, found from the same
+        tokenizer.json when it loaded (the renderer would load the file again to find them)."""
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """A text prompt's ids, with the special tokens the model's tokenizer adds; without
