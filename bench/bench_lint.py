@@ -168,16 +168,50 @@ def generate(path: Path, num_requests: int, seed: int = 7) -> None:
                 messages.append({"role": "assistant", "content": sentence(rng, per_turn // 2)})
 
 
+def tree_rss_kib(pid: int) -> int:
+    """The resident memory of a process and all its descendants now (KiB; 0 once gone)."""
+    total = 0
+    pending = [pid]
+    while pending:
+        process = pending.pop()
+        try:
+            status = Path(f"/proc/{process}/status").read_text()
+            children = Path(f"/proc/{process}/task/{process}/children").read_text().split()
+        except OSError:
+            continue
+        found = re.search(r"^VmRSS:\s+(\d+)", status, re.MULTILINE)
+        total += int(found.group(1)) if found else 0
+        pending += map(int, children)
+    return total
+
+
 def timed(command: list[str], root: Path = ROOT) -> tuple[float, float, float, str]:
-    """Wall seconds, CPU seconds (user + system), peak RSS (MiB) and stdout of a command run
-    under /usr/bin/time -v (in the checkout `root`)."""
-    result = subprocess.run(
+    """Wall seconds, CPU seconds (user + system, children included), peak RSS (MiB) and stdout
+    of a command run under /usr/bin/time -v (in the checkout `root`). The peak is the larger of
+    time's (the largest single process) and the sum over the process tree sampled every 10 ms
+    (lint may fork a child with memory of its own; pages they share count in each)."""
+    with subprocess.Popen(
         ["/usr/bin/time", "-v", *command],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=root,
         env={**ENVIRONMENT, "PYTHONPATH": str(root)},
-    )
+    ) as process:
+        import threading
+
+        peak = [0]
+
+        def sample() -> None:
+            while process.poll() is None:
+                peak[0] = max(peak[0], tree_rss_kib(process.pid))
+                time.sleep(0.01)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        stdout, stderr = process.communicate()
+        sampler.join()
+    result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", result.stderr)
@@ -185,11 +219,12 @@ def timed(command: list[str], root: Path = ROOT) -> tuple[float, float, float, s
     seconds = float(wall.group(1) or 0) * 3600 + float(wall.group(2)) * 60 + float(wall.group(3))
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
     assert rss is not None
+    peak_kib = max(int(rss.group(1)), peak[0])
     cpu = sum(
         float(found.group(1))
         for found in re.finditer(r"(?:User|System) time \(seconds\): ([\d.]+)", result.stderr)
     )
-    return seconds, cpu, float(rss.group(1)) / 1024, result.stdout
+    return seconds, cpu, peak_kib / 1024, result.stdout
 
 
 def pcache_cli(log: Path, tokenizer: str, root: Path = ROOT) -> dict:

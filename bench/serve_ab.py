@@ -164,11 +164,13 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
 
 def bench_model(args) -> str:
     """`--model`, else bench-llama's random weights with the Llama 3.2 fixture's tokenizer
-    (written by `bench_decode.py --write-model`)."""
+    (built if need be; written by `bench_decode.py --write-model`)."""
     if args.model is not None:
         return args.model
+    from tests.fixtures.build_tokenizers import build
+
     model = str(Path(tempfile.gettempdir()) / "pcache-bench-llama-tokenizer")
-    fixture = Path.home() / ".cache/pcache-fixtures/llama3.2-1"
+    fixture = build(["llama3.2"])["llama3.2"]  # built once into the fixtures cache
     subprocess.run(
         [sys.executable, str(HERE / "bench_decode.py"), "--write-model", model,
          "--tokenizer-from", str(fixture)],

@@ -24,12 +24,15 @@ CONCURRENCY=${CONCURRENCY:-4}
 INPUT_LEN=${INPUT_LEN:-256}
 OUTPUT_LEN=${OUTPUT_LEN:-64}
 MODEL=${MODEL:-${TMPDIR:-/tmp}/pcache-bench-llama-tokenizer}
-TOKENIZER_FROM=${TOKENIZER_FROM:-$HOME/.cache/pcache-fixtures/llama3.2-1}
+TOKENIZER_FROM=${TOKENIZER_FROM:-}
 SERVERS=${SERVERS:-"vllm pcache"}
 PYTHON=${PYTHON:-python}
 mkdir -p "$OUT"
 export PYTHONPATH=$root HF_HUB_OFFLINE=1
 
+if [[ -z $TOKENIZER_FROM ]]; then  # the Llama 3.2 fixture, built once into the fixtures cache
+    TOKENIZER_FROM=$("$PYTHON" "$root/tests/fixtures/build_tokenizers.py" llama3.2 | cut -f2)
+fi
 "$PYTHON" "$here/bench_decode.py" --write-model "$MODEL" --tokenizer-from "$TOKENIZER_FROM"
 
 free_port() {

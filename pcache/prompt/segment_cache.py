@@ -359,6 +359,12 @@ class SegmentCachedRenderer:
             self._background = None
         self._pending.clear()
 
+    def after_fork(self) -> None:
+        """In a forked child: the background thread of `prefetch_later` stayed in the parent,
+        and so did what it was encoding."""
+        self._background = None
+        self._pending.clear()
+
     def segments(self, text: str) -> Parts | None:
         """The text cut where the wrapped renderer's encoder cuts it; None: not cacheable."""
         if self.encoder is None:
@@ -394,6 +400,27 @@ class SegmentCachedRenderer:
                 listed.move_to_end(part)
             token_ids += ids
         return token_ids, parts
+
+    def encoded_pieces(self, text: str) -> list[tuple[Any, array[int]]] | None:
+        """The text's pieces in order with their ids as arrays (no Python int per token), which
+        put together are `encode_segments(text)`'s ids: an ordinary piece keyed by its text, a
+        special token by its text and id. None: the text is not cut into pieces."""
+        parts = self.segments(text)
+        if parts is None:
+            return None
+        assert self.encoder is not None
+        special_ids = self.encoder.special_ids
+        pieces: list[tuple[Any, array[int]]] = []
+        entries = iter(self._entries(parts[::2]))
+        for index, part in enumerate(parts):
+            if index % 2:
+                special = special_ids[part]
+                pieces.append(((part, special), array("i", [special])))
+                continue
+            entry = next(entries)
+            if part:
+                pieces.append((part, entry.ids))
+        return pieces
 
     def _listed(self, piece: str, entry: _Piece) -> list[int]:
         """The piece's ids as a list, kept among the pieces used last."""

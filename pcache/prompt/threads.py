@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ class ThreadedEncoder:
         self.encode_batch = encode_batch or self._each
         self._pool: Any = None
         self._lock = threading.Lock()
+        _ENCODERS.add(self)
 
     def _each(self, pieces: list[str]) -> list[Any]:
         return list(map(self.encode, pieces))
@@ -57,3 +59,18 @@ class ThreadedEncoder:
         for ids in pool.map(self.encode_batch, batches):
             encoded += ids
         return encoded
+
+
+_ENCODERS: weakref.WeakSet[ThreadedEncoder] = weakref.WeakSet()
+
+
+def _forget_pools() -> None:
+    """In a forked child: the pools' threads stayed in the parent, so each encoder starts a
+    pool of its own when it next needs one."""
+    for encoder in list(_ENCODERS):
+        encoder._pool = None
+        encoder._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)

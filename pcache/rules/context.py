@@ -60,16 +60,18 @@ class RequestContext:
         settings: LintSettings,
         session: str = "",
         text: tuple[str, DeferredSpans] | None = None,
+        token_ids: list[int] | None = None,
     ):
         """`text`: the request's rendered text and spans, when rendered before
-        (`pcache.pipeline.RenderStage`)."""
+        (`pcache.pipeline.RenderStage`); `token_ids`: its ids, when computed elsewhere
+        (`pcache.rules.token_worker`: the text is rendered again if asked for)."""
         self.request = request
         self.settings = settings
         self.session = session
         self.identity = identity_of(request)
         self._rendered: RenderedPrompt | None = None
         self._text: tuple[str, DeferredSpans] | None = text
-        self._token_ids: list[int] | None = None
+        self._token_ids: list[int] | None = token_ids
         self._segments: Any = None
         self._slots: list[tuple[tuple, str, str]] | None = None
         self._prefix_tokens: dict[tuple[int, bool], list[int]] = {}
@@ -126,7 +128,11 @@ class RequestContext:
                     renderer.template_digest,
                 )
             else:
-                self._rendered = render(self.request, renderer, self.settings.options())
+                rendered = render(self.request, renderer, self.settings.options())
+                if self._token_ids is not None:  # ids from elsewhere: keep that list
+                    assert rendered.token_ids == self._token_ids, "the ids differ from a render"
+                    rendered.token_ids = self._token_ids
+                self._rendered = rendered
             self._text = self._token_ids = self._segments = None
         return self._rendered
 

@@ -29,8 +29,9 @@ from pcache.prompt.tables import (
     split_column,
     with_column,
 )
+from pcache.prompt.threads import default_jobs
 from pcache.retained import retain
-from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES
+from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES, token_worker
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
 from pcache.rules.context import (
@@ -169,6 +170,10 @@ class _Run:
     def __init__(self, options: LintOptions, config: LintConfig, progress):
         renderer = SegmentCachedRenderer(options.renderer or resolve_renderer(options.tokenizer))
         ahead = options.executor == "local" or options.renderer is not None  # no remote pieces
+        self.jobs = options.jobs or default_jobs()
+        self.forks = options.executor == "local" and options.renderer is None
+        """Whether a large file's token ids may come from a forked child (a renderer given by
+        the caller is theirs, and with Ray the tasks encode)."""
         self.stage = RenderStage(
             renderer, options.settings.render_options(), options.jobs, ahead=ahead
         )
@@ -229,6 +234,9 @@ class _Run:
         before it is linted."""
         self.summary.files += 1
         self.ignored = tuple(s.upper() for s in self.config.ignored_for(path))
+        if remote is None and self.forks and token_worker.wanted(path, self.jobs):
+            self._lint_file_forked(path)
+            return
         ahead = self.stage.ahead and remote is None
         waiting = None
         started = time.perf_counter()
@@ -252,6 +260,34 @@ class _Run:
                 self._lint_chunk(*waiting)
         finally:
             self.stage.close()
+
+    def _lint_file_forked(self, path: str) -> None:
+        """Lint the file's requests with their token ids from a forked child
+        (`pcache.rules.token_worker`), chunk by chunk as the child sends them."""
+
+        def chunks():
+            return batched(_iter_file(path), RENDER_CHUNK)
+
+        worker = token_worker.TokenWorker.start(chunks, self.stage, self.jobs)
+        try:
+            started = time.perf_counter()
+            for chunk in chunks():
+                begun = time.perf_counter()
+                self.seconds["read"] += begun - started
+                ids = worker.ids_of(chunk)
+                self.seconds["render"] += time.perf_counter() - begun
+                for item, token_ids in zip(chunk, ids, strict=True):
+                    if isinstance(item, InputError):
+                        self._parse_error(item)
+                    else:
+                        self.lint_request_or_report(item, token_ids=token_ids)
+                    if self.progress is not None:
+                        self.progress(1)
+                started = time.perf_counter()
+        finally:
+            worker.close()
+            self.renderer.hits += worker.hits
+            self.renderer.misses += worker.misses
 
     def _lint_chunk(self, chunk: list, chats: list[Request], started: Any) -> None:
         """Lint a chunk of read items in order (its chat requests rendered by `stage.start`)."""
@@ -291,18 +327,19 @@ class _Run:
         )
         self._total(PARSE_ERROR).count += 1
 
-    def lint_request_or_report(self, request: Request, text=None) -> None:
-        """Lint one request (`text`: its render, when the render stage made it); one that
-        cannot be rendered is a PC000 finding on its line."""
+    def lint_request_or_report(self, request: Request, text=None, token_ids=None) -> None:
+        """Lint one request (`text`: its render, when the render stage made it; `token_ids`:
+        its ids, when a forked child computed them); one that cannot be rendered is a PC000
+        finding on its line."""
         try:
-            self.lint_request(request, text)
+            self.lint_request(request, text, token_ids)
         except InputError as failure:
             self._parse_error(failure)
 
-    def lint_request(self, request: Request, text=None) -> None:
+    def lint_request(self, request: Request, text=None, token_ids=None) -> None:
         self.tracker.close_idle(request.timestamp)
         assignment = self.tracker.assign(request)
-        current = RequestContext(request, self.settings, assignment.session, text)
+        current = RequestContext(request, self.settings, assignment.session, text, token_ids)
         previous: RequestContext | None = assignment.previous
         is_head = previous is None
         started = time.perf_counter()
