@@ -4,11 +4,13 @@ from the child, and lint goes on by itself when the child stops early."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from pcache.rules import token_worker
+from tests.conftest import run_pcache
 from tests.executor_logs import request_log
 from tests.fixtures import hf_model_dir
 
@@ -78,3 +80,20 @@ def test_small_files_and_one_job_do_not_fork(tmp_path):
     big = tmp_path / "big.jsonl"
     big.write_bytes(log.read_bytes() * (token_worker.FORK_MIN_BYTES // log.stat().st_size + 1))
     assert token_worker.wanted(str(big), 2) and not token_worker.wanted(str(big), 1)
+
+
+def test_the_tokenizers_path_forks_quietly(tmp_path, monkeypatch):
+    """`PCACHE_TOKENIZERS=1` (the Rust library's thread pool stays in the parent): the same
+    report, and nothing on stderr from the child."""
+    log = request_log(tmp_path / "log.jsonl")
+    monkeypatch.setenv("PCACHE_TOKENIZERS", "1")
+    monkeypatch.setenv("PCACHE_FORK_MIN_BYTES", "0")
+    model = str(hf_model_dir("llama3.1"))
+    reports = []
+    for jobs in ("1", "2"):
+        done = run_pcache("lint", log, "-t", model, "--format", "json", "--jobs", jobs)
+        assert done.returncode == 1 and done.stderr == b"", done.stderr.decode()[-2000:]
+        report = json.loads(done.stdout)
+        report["summary"].pop("stage_seconds", None)
+        reports.append(report)
+    assert reports[0] == reports[1] and reports[0]["findings"]

@@ -18,6 +18,7 @@ from pcache.cache.capacity import resolve_model
 from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import reusable
 from pcache.errors import InputError, UsageError
+from pcache.forked import Forked
 from pcache.gc_pause import paused_gc
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings, WithSettings
@@ -177,11 +178,10 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
     shape = resolve_model(options.model)
     simulation = arguments.simulation_options(shape.kv_bytes_per_token)
     stage("replaying")
-    swept = capacity_sweep(trace, simulation, options.sweep_points, keep_requests=True)
-    sweep = swept.reports
-    replay = sweep[-1]  # the sweep ends at the footprint of an unlimited cache
-    if replay.evicted_blocks:
-        replay = swept.unlimited
+    # the sweep in a forked child while this process grows the tree (the same result)
+    sweeping = Forked(
+        capacity_sweep, trace, simulation, options.sweep_points, True, jobs=_jobs(settings)
+    )
 
     fleet = []
     if options.fleet is not None:
@@ -192,6 +192,15 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
 
     stage("growing the prefix tree")
     tree = _tree(trace, origins if not hashed else None, settings, options)
+    if sweeping.in_child:
+        from pcache.report.charts import preload
+
+        preload()  # the page's charts, while the child still sweeps
+    swept = sweeping.result()
+    sweep = swept.reports
+    replay = sweep[-1]  # the sweep ends at the footprint of an unlimited cache
+    if replay.evicted_blocks:
+        replay = swept.unlimited
     return Report(
         inputs=list(options.paths),
         trace_format=trace.format,
@@ -214,6 +223,12 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
         max_findings=options.max_findings,
         fleet=fleet,
     )
+
+
+def _jobs(settings: Settings) -> int:
+    from pcache.prompt.threads import default_jobs
+
+    return settings.jobs or default_jobs()
 
 
 def _describe(path: str | None, calibration: Calibration | None) -> dict[str, Any] | None:

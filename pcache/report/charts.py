@@ -23,6 +23,17 @@ _METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.S)
 _NAMESPACES = re.compile(r'\sxmlns(:xlink)?="[^"]*"')  # inline SVG in HTML needs none
 
 
+def preload() -> None:
+    """Import what the charts draw with now (about half a second), e.g. while another process
+    computes what they show; without matplotlib, nothing (the first chart says so)."""
+    try:
+        import matplotlib.backends.backend_agg
+        import matplotlib.figure
+        import matplotlib.ticker  # noqa: F401
+    except ImportError:
+        pass
+
+
 def _figure(width: float, height: float, rows: int = 1, columns: int = 1):
     """A new figure and its axes, on its own Agg canvas: no pyplot (its import and its
     figure manager cost more than the charts' drawing)."""

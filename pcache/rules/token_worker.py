@@ -24,7 +24,8 @@ from typing import Any
 from pcache.errors import InputError
 
 FORK_MIN_BYTES = 4 << 20
-"""Files smaller than this are linted without a child: forking costs more than it saves."""
+"""Files smaller than this are linted without a child: forking costs more than it saves
+(`PCACHE_FORK_MIN_BYTES` sets another size)."""
 
 PIPE_BYTES = 4 << 20
 """The pipe's capacity asked for: a few chunks' ids, so that the child can run ahead."""
@@ -40,7 +41,11 @@ def wanted(path: str, jobs: int) -> bool:
     if jobs < 2 or path == "-" or not sys.platform.startswith("linux"):
         return False  # ("-" is standard input, read once)
     try:
-        return os.path.isfile(path) and os.path.getsize(path) >= FORK_MIN_BYTES
+        minimum = int(os.environ.get("PCACHE_FORK_MIN_BYTES", FORK_MIN_BYTES))
+    except ValueError:
+        minimum = FORK_MIN_BYTES
+    try:
+        return os.path.isfile(path) and os.path.getsize(path) >= minimum
     except OSError:
         return False
 
