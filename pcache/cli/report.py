@@ -127,6 +127,10 @@ def report_command(
         sweep_points=sweep_points,
         fleet=fleet,
     )
+    if executor == DEFAULT_EXECUTOR:  # (a Ray cluster is stopped by its exit handler)
+        from pcache.cli.teardown import skip_teardown
+
+        skip_teardown()  # the page is written and closed before the end
     if sys.stderr.isatty():
         with stderr.status("pcache report") as status:
             report = build_report(options, lambda text: status.update(f"pcache report: {text}"))

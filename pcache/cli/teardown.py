@@ -13,8 +13,9 @@ def skip_teardown() -> None:
     command built: a large lint leaves millions of objects that take the interpreter a quarter
     of a second or more to free one by one (and what a pass is done with is not freed either,
     `pcache.retained`). Only for commands that start nothing that needs stopping (servers,
-    Ray, child processes) and write everything through stdout and stderr; only when the
-    command line runs them (`begin`), not a test's runner in a longer process."""
+    Ray, child processes that outlive them) and write everything through stdout, stderr and
+    files they have closed; only when the command line runs them (`begin`), not a test's
+    runner in a longer process."""
     if _asked["main"]:
         _asked["skip"] = True
         from pcache.retained import keep_to_exit
