@@ -65,11 +65,20 @@ class Forked:
             message = None
         finally:
             self.connection.close()
-            self.process.join(5.0)
-            if self.process.is_alive():
-                self.process.kill()
-                self.process.join()
+            end_child(self.process)
             self.process = None
         if isinstance(message, tuple) and message[0] == "done":
             return message[1]
         return self.function(*self.arguments)
+
+
+JOIN_TIMEOUT_S = 5.0
+"""How long a child that has sent everything may take to exit before it is killed."""
+
+
+def end_child(process: Any) -> None:
+    """Wait for a child to exit (killed after `JOIN_TIMEOUT_S`)."""
+    process.join(JOIN_TIMEOUT_S)
+    if process.is_alive():
+        process.kill()
+        process.join()

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pcache.errors import InputError
+from pcache.forked import end_child
 
 FORK_MIN_BYTES = 4 << 20
 """Files smaller than this are linted without a child: forking costs more than it saves
@@ -29,9 +30,6 @@ FORK_MIN_BYTES = 4 << 20
 
 PIPE_BYTES = 4 << 20
 """The pipe's capacity asked for: a few chunks' ids, so that the child can run ahead."""
-
-JOIN_TIMEOUT_S = 5.0
-"""How long lint waits for a child that has sent everything to exit, before killing it."""
 
 
 def wanted(path: str, jobs: int) -> bool:
@@ -95,37 +93,41 @@ class TokenWorker:
 
     def ids_of(self, chunk: list) -> list[list[int] | None]:
         """The token ids of each item of the next chunk (None: lint renders it itself)."""
-        if not self.stopped:
-            try:
-                message = self.connection.recv()
-            except (EOFError, OSError):
-                message = None
-            if isinstance(message, tuple) and message[0] == "chunk":
-                _, keys, prompts, new, blob, dropped = message
-                if keys == [_key(item) for item in chunk]:
-                    self.chunks += 1
-                    return self.pieces.receive(prompts, new, blob, dropped)
+        message = self._next("chunk")
+        if message is not None:
+            _, keys, prompts, new, blob, dropped = message
+            if keys == [_key(item) for item in chunk]:
+                self.chunks += 1
+                return self.pieces.receive(prompts, new, blob, dropped)
             self._stop()
         return [None] * len(chunk)
 
     def close(self) -> None:
         """Take the child's last message (its counts) and wait for it to exit."""
+        message = self._next("done")
+        if message is not None:
+            self.hits, self.misses = message[1], message[2]
         if not self.stopped:
-            try:
-                message = self.connection.recv()
-            except (EOFError, OSError):
-                message = None
-            if isinstance(message, tuple) and message[0] == "done":
-                self.hits, self.misses = message[1], message[2]
             self._stop()
+
+    def _next(self, kind: str) -> tuple | None:
+        """The child's next message if it is of this kind; else (another, or none: the child
+        failed or went away) None, and the child is stopped."""
+        if self.stopped:
+            return None
+        try:
+            message = self.connection.recv()
+        except (EOFError, OSError):
+            message = None
+        if isinstance(message, tuple) and message[0] == kind:
+            return message
+        self._stop()
+        return None
 
     def _stop(self) -> None:
         self.stopped = True
         self.connection.close()
-        self.process.join(JOIN_TIMEOUT_S)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+        end_child(self.process)
 
 
 def _widen(connection: Any) -> None:
