@@ -15,6 +15,41 @@ from collections.abc import Callable
 from typing import Any
 
 
+def can_fork(jobs: int) -> bool:
+    """Whether a forked child may run beside this process: more than one job, and Linux."""
+    return jobs > 1 and sys.platform.startswith("linux")
+
+
+def fork_child(target: Callable[..., None], *arguments: Any, name: str | None = None):
+    """A forked child running `target(*arguments, sending)` and the receiving end of its pipe;
+    None where no process could be had (limits, memory): the caller then works alone."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    receiving, sending = context.Pipe(duplex=False)
+    try:
+        process = context.Process(target=target, args=(*arguments, sending), name=name, daemon=True)
+        process.start()
+    except OSError:
+        receiving.close()
+        return None
+    finally:
+        sending.close()
+    return process, receiving
+
+
+JOIN_TIMEOUT_S = 5.0
+"""How long a child that has sent everything may take to exit before it is killed."""
+
+
+def end_child(process: Any) -> None:
+    """Wait for a child to exit (killed after `JOIN_TIMEOUT_S`)."""
+    process.join(JOIN_TIMEOUT_S)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
 class Forked:
     """`function(*arguments)`, computed in a forked child when that can run beside this
     process."""
@@ -22,25 +57,8 @@ class Forked:
     def __init__(self, function: Callable[..., Any], *arguments: Any, jobs: int = 1):
         self.function = function
         self.arguments = arguments
-        self.process: Any = None
-        self.connection: Any = None
-        if jobs > 1 and sys.platform.startswith("linux"):
-            self._start()
-
-    def _start(self) -> None:
-        import multiprocessing
-
-        context = multiprocessing.get_context("fork")
-        receiving, sending = context.Pipe(duplex=False)
-        try:
-            process = context.Process(target=self._child, args=(sending,), daemon=True)
-            process.start()
-        except OSError:  # no process to be had (limits, memory): computed here
-            receiving.close()
-            return
-        finally:
-            sending.close()
-        self.process, self.connection = process, receiving
+        started = fork_child(self._child) if can_fork(jobs) else None
+        self.process, self.connection = started or (None, None)
 
     def _child(self, connection: Any) -> None:
         try:
@@ -70,15 +88,3 @@ class Forked:
         if isinstance(message, tuple) and message[0] == "done":
             return message[1]
         return self.function(*self.arguments)
-
-
-JOIN_TIMEOUT_S = 5.0
-"""How long a child that has sent everything may take to exit before it is killed."""
-
-
-def end_child(process: Any) -> None:
-    """Wait for a child to exit (killed after `JOIN_TIMEOUT_S`)."""
-    process.join(JOIN_TIMEOUT_S)
-    if process.is_alive():
-        process.kill()
-        process.join()

@@ -88,6 +88,13 @@ class Settings:
             names = ", ".join(PROFILE_NAMES)
             raise UsageError(f"--profile must be one of {names}, got {self.profile!r}")
 
+    @property
+    def job_count(self) -> int:
+        """`jobs`, or one per core when it is None."""
+        from pcache.prompt.threads import default_jobs
+
+        return self.jobs or default_jobs()
+
     def render_options(self) -> RenderOptions:
         return RenderOptions(date=self.date, add_generation_prompt=self.add_generation_prompt)
 
@@ -232,9 +239,7 @@ def hash_request(request: Request, settings: Settings) -> HashedPrompt:
 def hash_requests(requests: list[Request], settings: Settings) -> list[HashedPrompt]:
     """`hash_request` of each request, on up to `settings.jobs` threads (None: one per core);
     the first request's error is raised first, as when they are hashed in turn."""
-    from pcache.prompt.threads import default_jobs
-
-    threads = min(settings.jobs or default_jobs(), len(requests))
+    threads = min(settings.job_count, len(requests))
     if threads <= 1:
         return [hash_request(request, settings) for request in requests]
     resolve_renderer(settings.tokenizer)  # loaded once, before the threads share it

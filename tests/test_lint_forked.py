@@ -97,3 +97,11 @@ def test_the_tokenizers_path_forks_quietly(tmp_path, monkeypatch):
         report["summary"].pop("stage_seconds", None)
         reports.append(report)
     assert reports[0] == reports[1] and reports[0]["findings"]
+
+
+def test_no_child_to_be_had_is_lint_alone(tmp_path, cli, monkeypatch):
+    """Forking fails (process limits, memory): lint renders the file itself, same report."""
+    monkeypatch.setattr(token_worker, "FORK_MIN_BYTES", 0)
+    monkeypatch.setattr(token_worker, "fork_child", lambda *args, **kwargs: None)
+    log = request_log(tmp_path / "log.jsonl")
+    assert lint_json(cli, log, "gpt-oss", "2") == lint_json(cli, log, "gpt-oss", "1")

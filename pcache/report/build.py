@@ -180,7 +180,7 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
     stage("replaying")
     # the sweep in a forked child while this process grows the tree (the same result)
     sweeping = Forked(
-        capacity_sweep, trace, simulation, options.sweep_points, True, jobs=_jobs(settings)
+        capacity_sweep, trace, simulation, options.sweep_points, True, jobs=settings.job_count
     )
 
     fleet = []
@@ -223,12 +223,6 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
         max_findings=options.max_findings,
         fleet=fleet,
     )
-
-
-def _jobs(settings: Settings) -> int:
-    from pcache.prompt.threads import default_jobs
-
-    return settings.jobs or default_jobs()
 
 
 def _describe(path: str | None, calibration: Calibration | None) -> dict[str, Any] | None:

@@ -29,7 +29,6 @@ from pcache.prompt.tables import (
     split_column,
     with_column,
 )
-from pcache.prompt.threads import default_jobs
 from pcache.retained import retain
 from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES, token_worker
 from pcache.rules.base import Diagnostic, Rule, Violation
@@ -170,7 +169,7 @@ class _Run:
     def __init__(self, options: LintOptions, config: LintConfig, progress):
         renderer = SegmentCachedRenderer(options.renderer or resolve_renderer(options.tokenizer))
         ahead = options.executor == "local" or options.renderer is not None  # no remote pieces
-        self.jobs = options.jobs or default_jobs()
+        self.jobs = options.settings.job_count
         self.forks = options.executor == "local" and options.renderer is None
         """Whether a large file's token ids may come from a forked child (a renderer given by
         the caller is theirs, and with Ray the tasks encode)."""
@@ -234,8 +233,8 @@ class _Run:
         before it is linted."""
         self.summary.files += 1
         self.ignored = tuple(s.upper() for s in self.config.ignored_for(path))
-        if remote is None and self.forks and token_worker.wanted(path, self.jobs):
-            self._lint_file_forked(path)
+        forks = remote is None and self.forks and token_worker.wanted(path, self.jobs)
+        if forks and self._lint_file_forked(path):
             return
         ahead = self.stage.ahead and remote is None
         waiting = None
@@ -261,14 +260,17 @@ class _Run:
         finally:
             self.stage.close()
 
-    def _lint_file_forked(self, path: str) -> None:
+    def _lint_file_forked(self, path: str) -> bool:
         """Lint the file's requests with their token ids from a forked child
-        (`pcache.rules.token_worker`), chunk by chunk as the child sends them."""
+        (`pcache.rules.token_worker`), chunk by chunk as the child sends them; False (nothing
+        done) when no child could be forked."""
 
         def chunks():
             return batched(_iter_file(path), RENDER_CHUNK)
 
         worker = token_worker.TokenWorker.start(chunks, self.stage, self.jobs)
+        if worker is None:
+            return False
         try:
             started = time.perf_counter()
             for chunk in chunks():
@@ -288,6 +290,7 @@ class _Run:
             worker.close()
             self.renderer.hits += worker.hits
             self.renderer.misses += worker.misses
+        return True
 
     def _lint_chunk(self, chunk: list, chats: list[Request], started: Any) -> None:
         """Lint a chunk of read items in order (its chat requests rendered by `stage.start`)."""

@@ -15,14 +15,13 @@ needs its text.
 from __future__ import annotations
 
 import os
-import sys
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pcache.errors import InputError
-from pcache.forked import end_child
+from pcache.forked import can_fork, end_child, fork_child
 
 FORK_MIN_BYTES = 4 << 20
 """Files smaller than this are linted without a child: forking costs more than it saves
@@ -36,7 +35,7 @@ def wanted(path: str, jobs: int) -> bool:
     """Whether to fork a child for `path`: more than one job, a regular file large enough, and
     Linux (macOS's system libraries are not safe to use in a forked child; Windows does not
     fork)."""
-    if jobs < 2 or path == "-" or not sys.platform.startswith("linux"):
+    if not can_fork(jobs) or path == "-":
         return False  # ("-" is standard input, read once)
     try:
         minimum = int(os.environ.get("PCACHE_FORK_MIN_BYTES", FORK_MIN_BYTES))
@@ -64,31 +63,23 @@ class TokenWorker:
         """The child's segment-cache counts, once it has sent everything."""
 
     @classmethod
-    def start(cls, chunks: Callable[[], Iterable[list]], stage: Any, jobs: int) -> TokenWorker:
+    def start(cls, chunks: Callable[[], Iterable[list]], stage: Any, jobs: int):
         """Fork the child for a file: `chunks()` reads it as lint does (its items, in chunks of
         `RENDER_CHUNK`); `stage` is lint's `RenderStage` (its renderer and options are the
-        child's), and the child encodes on `jobs - 1` threads."""
-        import multiprocessing
-
-        context = multiprocessing.get_context("fork")
-        receiving, sending = context.Pipe(duplex=False)
-        _widen(receiving)
+        child's), and the child encodes on `jobs - 1` threads. None: no child could be had."""
         parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the Rust pool stays in this process
         try:
-            process = context.Process(
-                target=_child,
-                args=(chunks, stage, max(1, jobs - 1), sending),
-                name="pcache-tokens",
-                daemon=True,
-            )
-            process.start()
+            started = fork_child(_child, chunks, stage, max(1, jobs - 1), name="pcache-tokens")
         finally:
             if parallelism is None:
                 del os.environ["TOKENIZERS_PARALLELISM"]
             else:
                 os.environ["TOKENIZERS_PARALLELISM"] = parallelism
-        sending.close()
+        if started is None:
+            return None
+        process, receiving = started
+        _widen(receiving)
         return cls(process, receiving)
 
     def ids_of(self, chunk: list) -> list[list[int] | None]:
@@ -215,11 +206,13 @@ class SentPieces:
         return number
 
     def one_off(self, ids: array) -> int:
-        """A number for ids no later prompt names (a text not cut into pieces)."""
-        number = self.number(object(), ids)
+        """A number for ids no later prompt names (a text not cut into pieces): sent in this
+        chunk and dropped after it."""
+        number = self.next_number
+        self.next_number += 1
+        self.new.append((number, len(ids)))
+        self.ids += ids
         self.dropped.append(number)
-        self.numbers.popitem()
-        self.tokens -= len(ids)
         return number
 
     def take(self) -> tuple[list, bytes, list[int]]:
