@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pcache.cache.stack_sweep import sweep_pool
+from pcache.cache.stack_sweep import stack_pass, sweep_pool
 from pcache.replayer.simulate import SimulationOptions, simulate
 from pcache.replayer.sweep import block_keys, capacity_sweep
 from pcache.traces.record import Trace, TraceRecord
@@ -101,13 +101,12 @@ def test_token_sweep_equals_the_pool(bases, choices, points):
 def test_one_pass_is_exact_wherever_it_says_so(prompts, extra):
     """Every capacity from the largest request up: a capacity marked exact equals the pool."""
     trace = token_trace(prompts)
-    keys = block_keys(trace, BLOCK)
+    keys, num_ids = block_keys(trace, BLOCK)
     lengths = [record.input_length for record in trace.records]
     low = max(max(-(-n // BLOCK) for n in lengths), 1)
     capacities = list(range(low, low + extra + 8))
-    outcomes = sweep_pool(
-        zip(keys, lengths, strict=True), BLOCK, capacities, False, sum(map(len, keys))
-    )
+    stack = stack_pass(zip(keys, lengths, strict=True), BLOCK, False, num_ids, sum(map(len, keys)))
+    outcomes = sweep_pool(stack, capacities)
     options = SimulationOptions(block_size=BLOCK)
     for outcome in outcomes:
         if not outcome.exact:
@@ -159,11 +158,10 @@ def test_a_prompt_cached_whole_is_recomputed_in_a_second_block():
     stem = [1, 2, 3, 4, 5, 6, 7, 8]
     prompts = [(stem, None), (stem, None), ([9] * 8, None), ([*stem, 1], None), ([3] * 9, None)]
     trace = token_trace(prompts)
-    keys = block_keys(trace, BLOCK)
+    keys, num_ids = block_keys(trace, BLOCK)
     lengths = [len(tokens) for tokens, _ in prompts]
-    outcomes = sweep_pool(
-        zip(keys, lengths, strict=True), BLOCK, [3, 4, 5, 6], False, sum(map(len, keys))
-    )
+    stack = stack_pass(zip(keys, lengths, strict=True), BLOCK, False, num_ids, sum(map(len, keys)))
+    outcomes = sweep_pool(stack, [3, 4, 5, 6])
     assert not all(outcome.exact for outcome in outcomes)
     options = SimulationOptions(block_size=BLOCK)
     swept = capacity_sweep(trace, options, 4)
@@ -192,3 +190,54 @@ def test_hash_ids_repeated_within_a_request(requests, points):
     except UsageError:
         assume(False)
     assert [r.to_dict() for r in swept.reports] == [r.to_dict() for r in expected]
+
+
+def interned_blocks(trace: Trace, block_size: int) -> list[list[int]]:
+    """Every full block numbered by (its parent's number, its tokens), in order of appearance."""
+    numbers: dict = {}
+    keys = []
+    for record in trace.records:
+        tokens = record.token_ids
+        parent: object = ("salt", record.cache_salt) if record.cache_salt else None
+        ids = []
+        for start in range(0, len(tokens) - block_size + 1, block_size):
+            block = tuple(tokens[start : start + block_size])
+            parent = numbers.setdefault((parent, block), len(numbers))
+            ids.append(parent)
+        keys.append(ids)
+    return keys
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bases=st.lists(st.lists(st.integers(0, 2), min_size=0, max_size=30), min_size=1, max_size=3),
+    choices=st.lists(prompt, min_size=1, max_size=24),
+)
+def test_block_keys_number_each_block_by_parent_and_tokens(bases, choices):
+    """Runs of new blocks numbered in a row give every block the number interning it would."""
+    trace = token_trace(build_prompts(choices, bases))
+    keys, num_ids = block_keys(trace, BLOCK)
+    expected = interned_blocks(trace, BLOCK)
+    assert [list(ids) for ids in keys] == expected
+    assert num_ids == len({key for ids in expected for key in ids})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    requests=st.lists(
+        st.lists(st.integers(0, 9), max_size=8, unique=True), min_size=1, max_size=16
+    ),
+    points=st.integers(2, 6),
+)
+def test_hash_ids_of_any_magnitude_sweep_as_their_numbers(requests, points):
+    """Ids far apart and negative (a trace's 64-bit hashes) sweep as the same ids 0, 1, ...."""
+    spread = [
+        [(number * 0x9E3779B97F4A7C15) % (1 << 63) - (1 << 62) for number in ids]
+        for ids in requests
+    ]
+    lengths = [len(ids) * BLOCK for ids in requests]
+    options = SimulationOptions()
+    small = capacity_sweep(hash_trace(requests, lengths), options, points)
+    large = capacity_sweep(hash_trace(spread, lengths), options, points)
+    assert [r.to_dict() for r in small.reports] == [r.to_dict() for r in large.reports]
+    assert small.unlimited.to_dict() == large.unlimited.to_dict()

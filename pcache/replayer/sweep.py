@@ -11,13 +11,17 @@ and the timed concurrency. `tests/test_capacity_sweep.py` compares the two on ra
 
 from __future__ import annotations
 
+import itertools
 from array import array
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from pcache.cache.stack_sweep import CapacityOutcome, sweep_pool, unlimited_pool
-from pcache.prefix import common_prefix_length
+import numpy as np
+
+from pcache.cache.stack_sweep import CapacityOutcome, stack_pass, sweep_pool, unlimited_pool
+from pcache.prefix import common_prefix_length, common_run_length
 from pcache.replayer.report import ReplayReport, RequestOutcome
 from pcache.replayer.simulate import (
     SimulationOptions,
@@ -42,32 +46,86 @@ class _PoolFigures:
     peak_used_blocks: int
 
 
-def block_keys(trace: Trace, block_size: int) -> list[Sequence[int]]:
-    """Each token record's full blocks as interned integers (see the module docstring); the
-    blocks a record shares with the record before it (same salt) are that record's."""
-    interned: dict = {}
-    intern = interned.setdefault
-    keys: list[Sequence[int]] = []
+def block_keys(trace: Trace, block_size: int) -> tuple[list[array], int]:
+    """Each token record's full blocks as dense integers (see the module docstring), and how
+    many there are; the blocks a record shares with the record before it (same salt) are
+    that record's.
+
+    A block first seen after a block first seen is new too (its parent is): from a prompt's
+    first new block on, its blocks are numbered in a row, a run, and only the run's first
+    block is looked up by (parent, tokens); a later prompt through a run is compared with the
+    run's tokens, as far as it agrees, instead of block by block.
+    """
+    heads: dict = {}  # (parent, a block's tokens): the number of a run's first block
+    run_first: list[int] = []  # each run's first number, increasing
+    run_tokens: list[Sequence[int]] = []  # the prompt whose blocks the run numbers
+    run_start: list[int] = []  # where the run's first block starts in it
+    num_ids = 0
+    keys: list[array] = []
     previous: tuple[object, Sequence[int], array] | None = None
     guess = 0  # the tokens of full blocks the last record shared with the one before it
     for record in trace.records:
         tokens = record.token_ids
         assert tokens is not None
         root: object = ("salt", record.cache_salt) if record.cache_salt else None
-        parent, ids, first = root, array("q"), 0
+        full = len(tokens) // block_size
+        parent, ids, position = root, array("q"), 0  # position: the blocks numbered
         if previous is not None and previous[0] == root:
             shared = _shared_blocks(tokens, previous[1], block_size, guess)
             guess = shared * block_size
             if shared:
                 ids = previous[2][:shared]
-                parent, first = ids[-1], shared * block_size
-        for start in range(first, len(tokens) - block_size + 1, block_size):
+                parent, position = ids[-1], shared
+        while position < full:
+            if isinstance(parent, int):  # the blocks after `parent` in its run, if they agree
+                run = bisect_right(run_first, parent) - 1
+                last = run_first[run + 1] - 1 if run + 1 < len(run_first) else num_ids - 1
+                offset = run_start[run] + (parent + 1 - run_first[run]) * block_size
+                start, source = position * block_size, run_tokens[run]
+                if (
+                    parent < last
+                    and tokens[start : start + block_size] == source[offset : offset + block_size]
+                ):
+                    agreed = common_run_length(tokens, start, source, offset)
+                    along = min(agreed // block_size, last - parent, full - position)
+                    ids.extend(range(parent + 1, parent + 1 + along))  # (one at least)
+                    parent += along
+                    position += along
+                    continue
+            start = position * block_size
             key = (parent, tuple(tokens[start : start + block_size]))
-            parent = intern(key, len(interned))
-            ids.append(parent)
+            found = heads.get(key)
+            if found is not None:
+                ids.append(found)
+                parent = found
+                position += 1
+                continue
+            heads[key] = num_ids  # new from here: one run to the prompt's last full block
+            run_first.append(num_ids)
+            run_tokens.append(tokens)
+            run_start.append(start)
+            ids.extend(range(num_ids, num_ids + full - position))
+            num_ids += full - position
+            break
         keys.append(ids)
         previous = (root, tokens, ids)
-    return keys
+    return keys, num_ids
+
+
+def dense_hash_ids(trace: Trace) -> tuple[list[np.ndarray], int]:
+    """Each hash-id record's ids renumbered `0, 1, ...` (equal ids, equal numbers), and how
+    many distinct ids there are."""
+    lengths = [len(record.hash_ids or ()) for record in trace.records]
+    if not sum(lengths):
+        return [np.zeros(0, dtype=np.int64) for _ in lengths], 0
+    every = np.concatenate(
+        [np.asarray(record.hash_ids or (), dtype=np.int64) for record in trace.records]
+    )
+    distinct, numbers = np.unique(every, return_inverse=True)
+    ends = list(itertools.accumulate(lengths))
+    return [numbers[end - length : end] for end, length in zip(ends, lengths, strict=True)], len(
+        distinct
+    )
 
 
 def _shared_blocks(tokens: Sequence[int], before: Sequence[int], block_size: int, guess: int):
@@ -106,22 +164,19 @@ def capacity_sweep(
         return Sweep(reports, unlimited)
     hash_ids = trace.block_size is not None
     block_size = trace.block_size if hash_ids else options.block_size
-    if hash_ids:
-        keys: list[Sequence] = [record.hash_ids or () for record in trace.records]
-    else:
-        keys = block_keys(trace, block_size)
+    keys: Sequence[Sequence[int]]
+    keys, num_ids = dense_hash_ids(trace) if hash_ids else block_keys(trace, block_size)
     lengths = [record.input_length for record in trace.records]
-    free = unlimited_pool(zip(keys, lengths, strict=True), block_size, hash_ids)
+    total = sum(len(ids) for ids in keys)
+    requests = zip(keys, lengths, strict=True)
+    stack = stack_pass(requests, block_size, hash_ids, num_ids, total)
+    free = unlimited_pool(stack)
     unlimited = _assemble(trace, unlimited_options, block_size, free, keep_requests)
     capacities = sweep_capacities(trace, options, points, free.peak_used_blocks)
     # a pool at least as large as the blocks the unlimited one ever used evicts nothing: its
     # outcome is the unlimited one's, and only the smaller capacities need the stack pass
     evicting = [size for size in capacities if size < free.peak_used_blocks]
-    total = sum(len(ids) for ids in keys)
-    outcomes = []
-    if evicting:
-        requests = zip(keys, lengths, strict=True)
-        outcomes = sweep_pool(requests, block_size, evicting, hash_ids, total)
+    outcomes = sweep_pool(stack, evicting)
     outcomes += [replace(free, capacity=size) for size in capacities[len(evicting) :]]
     reports = []
     for size, outcome in zip(capacities, outcomes, strict=True):
