@@ -9,7 +9,7 @@ import sys
 import orjson
 import pytest
 
-from pcache.forked import Forked
+from pcache.forked import Forked, Standby
 from tests.executor_logs import request_log
 
 LINUX = sys.platform.startswith("linux")
@@ -67,3 +67,65 @@ def test_report_is_the_same_with_the_sweep_in_a_child(tmp_path, cli):
         pages.append(orjson.loads(result.stdout))
     assert pages[0] == pages[1]
     assert len(pages[0]["sweep"]) >= 2
+
+
+def prepared_value() -> None:
+    os.environ["PCACHE_TEST_PREPARED"] = "yes"  # (in the child only)
+
+
+def pid_and_prepared(value: int) -> tuple[int, str | None, int]:
+    return os.getpid(), os.environ.get("PCACHE_TEST_PREPARED"), value * 2
+
+
+@pytest.mark.skipif(not LINUX, reason="forks on Linux only")
+def test_a_standby_child_prepares_then_computes_the_call():
+    with Standby(prepared_value, jobs=2) as standby:
+        assert standby.in_child
+        standby.call(pid_and_prepared, 21)
+        pid, prepared, doubled = standby.result()
+    assert (prepared, doubled) == ("yes", 42) and pid != os.getpid()
+    assert "PCACHE_TEST_PREPARED" not in os.environ
+
+
+def test_a_standby_with_one_job_computes_here():
+    with Standby(prepared_value, jobs=1) as standby:
+        assert not standby.in_child
+        standby.call(pid_and_square, 5)
+        assert standby.result() == (os.getpid(), 25)
+
+
+@pytest.mark.skipif(not LINUX, reason="forks on Linux only")
+@pytest.mark.parametrize("function", [dies, raises_in_child])
+def test_a_standby_child_that_fails_leaves_the_call_to_this_process(monkeypatch, function):
+    monkeypatch.setattr(sys.modules[__name__], "PARENT", os.getpid())
+    with Standby(prepared_value, jobs=2) as standby:
+        standby.call(function, 10)
+        assert standby.result() == function(10)
+
+
+@pytest.mark.skipif(not LINUX, reason="forks on Linux only")
+def test_a_call_that_cannot_be_sent_is_computed_here():
+    with Standby(prepared_value, jobs=2) as standby:
+        standby.call(lambda value: (os.getpid(), value), 3)  # (a lambda does not pickle)
+        assert not standby.in_child
+        assert standby.result() == (os.getpid(), 3)
+
+
+@pytest.mark.skipif(not LINUX, reason="forks on Linux only")
+def test_a_standby_closed_without_a_call_ends_its_child():
+    standby = Standby(prepared_value, jobs=2)
+    process = standby.process
+    standby.close()
+    assert not process.is_alive() and process.exitcode == 0
+
+
+def test_the_page_is_the_same_with_its_charts_drawn_in_a_child(tmp_path, cli):
+    log = request_log(tmp_path / "log.jsonl")
+    pages = []
+    for jobs in ("1", "2"):
+        page = tmp_path / f"report-{jobs}.html"
+        result = cli("report", log, "-o", page, "--jobs", jobs)
+        assert result.exit_code == 0, result.output
+        pages.append(page.read_text())
+    assert pages[0] == pages[1]
+    assert pages[0].count("<svg") >= 3

@@ -93,7 +93,7 @@ def report_command(
     from pcache.files import check_writable, write_atomically
     from pcache.pipeline import Settings, validate_date
     from pcache.replayer.fleet_options import fleet_from_flags
-    from pcache.report.build import ReportOptions, build_report, check_inputs
+    from pcache.report.build import ReportOptions, check_inputs
 
     if format not in FORMATS:
         raise UsageError(f"--format must be html or json, got {format!r}")
@@ -131,12 +131,8 @@ def report_command(
         from pcache.cli.teardown import skip_teardown
 
         skip_teardown()  # the page is written and closed before the end
-    if sys.stderr.isatty():
-        with stderr.status("pcache report") as status:
-            report = build_report(options, lambda text: status.update(f"pcache report: {text}"))
-    else:
-        report = build_report(options)
     if format == "json":
+        report = _build(options, None)
         import orjson
 
         data = orjson.dumps(report.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
@@ -145,11 +141,32 @@ def report_command(
         else:
             write_atomically(output, [data + b"\n"])
         return
-    from pcache.report.page import render_page
+    from pcache.forked import Standby
+    from pcache.report.charts import preload
+    from pcache.report.page import chart_calls, draw_charts, render_page
 
+    # a child forked now, while this process is small, imports matplotlib as the log is linted
+    # and draws the charts while this process grows the prefix tree
+    with Standby(preload, jobs=options.settings.job_count) as drawing:
+        if drawing.in_child:
+            report = _build(options, lambda report: drawing.call(draw_charts, chart_calls(report)))
+            charts = drawing.result()
+        else:
+            report, charts = _build(options, None), None
     command = shlex.join(["pcache", "report", *sys.argv[2:]]) if _from_cli() else "pcache report"
-    write_atomically(output, [render_page(report, command).encode()])
+    write_atomically(output, [render_page(report, command, charts).encode()])
     stderr.print(f"wrote {output}", markup=False, highlight=False)
+
+
+def _build(options, replayed):
+    """`build_report`, its stages shown on a terminal."""
+    from pcache.cli.console import stderr
+    from pcache.report.build import build_report
+
+    if not sys.stderr.isatty():
+        return build_report(options, None, replayed)
+    with stderr.status("pcache report") as status:
+        return build_report(options, lambda text: status.update(f"pcache report: {text}"), replayed)
 
 
 def _from_cli() -> bool:

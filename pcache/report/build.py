@@ -96,7 +96,8 @@ class Report:
     settings: dict[str, Any]
     lint: Any
     """The `LintReport` (request logs) or None (hash-id traces: nothing to lint)."""
-    tree: PrefixTree
+    tree: PrefixTree | None
+    """None only while the report is handed to `build_report`'s `replayed`."""
     replay: ReplayReport
     """The log replayed through an unlimited vllm cache (per-request outcomes kept)."""
     sweep: list[ReplayReport]
@@ -135,14 +136,23 @@ class Report:
         }
 
 
-def build_report(options: ReportOptions, stage: Callable[[str], None] | None = None) -> Report:
+def build_report(
+    options: ReportOptions,
+    stage: Callable[[str], None] | None = None,
+    replayed: Callable[[Report], None] | None = None,
+) -> Report:
     """Lint, replay and fold the log at `options.paths` into one `Report`; `stage(text)` is
-    told what is being computed."""
+    told what is being computed, `replayed(report)` is given the report before its prefix
+    tree is grown (`tree` None), e.g. to draw its charts meanwhile."""
     with paused_gc():  # the log's records, blocks and tree stay alive to the end
-        return _build_report(options, stage or (lambda text: None))
+        return _build_report(options, stage or (lambda text: None), replayed)
 
 
-def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Report:
+def _build_report(
+    options: ReportOptions,
+    stage: Callable[[str], None],
+    replayed: Callable[[Report], None] | None,
+) -> Report:
     from pcache.replayer.simulate_options import SimulateOptions
     from pcache.replayer.sweep import capacity_sweep
     from pcache.rules.runner import expand_paths
@@ -178,10 +188,10 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
     shape = resolve_model(options.model)
     simulation = arguments.simulation_options(shape.kv_bytes_per_token)
     stage("replaying")
-    # the sweep in a forked child while this process grows the tree (the same result)
-    sweeping = Forked(
-        capacity_sweep, trace, simulation, options.sweep_points, True, jobs=settings.job_count
-    )
+    # the sweep in a forked child while this process grows the tree (the same result), or
+    # here first where the charts drawn from it are drawn elsewhere while the tree grows
+    jobs = 1 if replayed is not None else settings.job_count
+    sweeping = Forked(capacity_sweep, trace, simulation, options.sweep_points, True, jobs=jobs)
 
     fleet = []
     if options.fleet is not None:
@@ -190,18 +200,16 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
         stage("replaying over the fleet")
         fleet = run_fleet(trace, replace(simulation, cache_blocks=None), options.fleet)
 
-    stage("growing the prefix tree")
-    tree = _tree(trace, origins if not hashed else None, settings, options)
-    if sweeping.in_child:
-        from pcache.report.charts import preload
-
-        preload()  # the page's charts, while the child still sweeps
+    tree = None
+    if replayed is None:
+        stage("growing the prefix tree")
+        tree = _tree(trace, origins if not hashed else None, settings, options)
     swept = sweeping.result()
     sweep = swept.reports
     replay = sweep[-1]  # the sweep ends at the footprint of an unlimited cache
     if replay.evicted_blocks:
         replay = swept.unlimited
-    return Report(
+    report = Report(
         inputs=list(options.paths),
         trace_format=trace.format,
         settings={
@@ -223,6 +231,11 @@ def _build_report(options: ReportOptions, stage: Callable[[str], None]) -> Repor
         max_findings=options.max_findings,
         fleet=fleet,
     )
+    if replayed is not None:
+        replayed(report)
+        stage("growing the prefix tree")
+        report.tree = _tree(trace, origins if not hashed else None, settings, options)
+    return report
 
 
 def _describe(path: str | None, calibration: Calibration | None) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ charts as SVG and the tables behind them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,8 @@ class Figure:
     note: str = ""
 
 
-def render_page(report: Report, command: str) -> str:
+def render_page(report: Report, command: str, charts: dict[str, str | None] | None = None) -> str:
+    """The page's HTML; `charts`: `draw_charts(chart_calls(report))` if drawn already."""
     import jinja2
 
     environment = jinja2.Environment(
@@ -41,12 +43,14 @@ def render_page(report: Report, command: str) -> str:
     )
     template = environment.get_template("report.html.j2")
     with paused_gc():  # a collection here would traverse the whole report for nothing
-        return template.render(**context(report, command))
+        return template.render(**context(report, command, charts))
 
 
-def context(report: Report, command: str) -> dict[str, Any]:
+def context(
+    report: Report, command: str, charts: dict[str, str | None] | None = None
+) -> dict[str, Any]:
     lint = report.lint
-    rules = sorted(lint.summary.rules, key=lambda t: -t.tokens_reprefilled) if lint else []
+    rules = _rules(lint)
     findings = lint.diagnostics if lint else []
     return {
         "report": report,
@@ -59,20 +63,42 @@ def context(report: Report, command: str) -> dict[str, Any]:
         "rule_codes": sorted({d.code for d in findings}),
         "icicle": layout(report.tree),
         "tree": report.tree,
-        "findings_chart": _findings_chart(rules),
+        **(charts if charts is not None else draw_charts(chart_calls(report))),
         "sweep": report.sweep,
-        "capacity_chart": _capacity_chart(report),
         "calibration": report.settings["ttft_calibration"],
         "ttft": _ttft_rows(report),
-        "ttft_chart": _ttft_chart(report),
-        "timeline_chart": _timeline_chart(report),
         "fleet": _fleet_rows(report),
-        "fleet_chart": _fleet_chart(report),
         "if_fixed_assumes": _if_fixed_assumes(lint),
         "observed": _observed(lint),
         "observed_assumes": AGREEMENT[0].upper() + AGREEMENT[1:],
         "observed_keep": KEEP_WORST,
     }
+
+
+ChartCall = tuple[Callable[..., str], tuple[Any, ...]]
+"""A chart as the `charts` function that draws it and its arguments (plain values)."""
+
+
+def chart_calls(report: Report) -> dict[str, ChartCall | None]:
+    """The page's charts, by name, as calls (None: not drawn); the prefix tree is not read,
+    so that they can be drawn while it grows."""
+    return {
+        "findings_chart": _findings_chart(_rules(report.lint)),
+        "capacity_chart": _capacity_chart(report),
+        "ttft_chart": _ttft_chart(report),
+        "timeline_chart": _timeline_chart(report),
+        "fleet_chart": _fleet_chart(report),
+    }
+
+
+def draw_charts(calls: dict[str, ChartCall | None]) -> dict[str, str | None]:
+    """Each chart's SVG markup (None where not drawn)."""
+    return {name: None if call is None else call[0](*call[1]) for name, call in calls.items()}
+
+
+def _rules(lint) -> list:
+    """Lint's rules, those that cost most first."""
+    return sorted(lint.summary.rules, key=lambda t: -t.tokens_reprefilled) if lint else []
 
 
 def _observed(lint):
@@ -161,21 +187,21 @@ def _if_fixed_assumes(lint) -> str:
     return "every finding assumed fixed (an upper bound)"
 
 
-def _findings_chart(rules) -> str | None:
+def _findings_chart(rules) -> ChartCall | None:
     if not rules:
         return None
-    return charts.findings_bars(
+    return charts.findings_bars, (
         [f"{t.code} {t.name}" for t in rules],
         [t.tokens_reprefilled for t in rules],
         [t.count for t in rules],
     )
 
 
-def _capacity_chart(report: Report) -> str | None:
+def _capacity_chart(report: Report) -> ChartCall | None:
     sweep = report.sweep
     if len(sweep) < 2:
         return None
-    return charts.capacity_curve(
+    return charts.capacity_curve, (
         [r.capacity_blocks or 0 for r in sweep],
         [r.token_hit_rate for r in sweep],
         [r.prefill_tokens_saved for r in sweep],
@@ -230,16 +256,16 @@ def _ttft_rows(report: Report) -> list[dict[str, Any]]:
     return rows
 
 
-def _ttft_chart(report: Report) -> str | None:
+def _ttft_chart(report: Report) -> ChartCall | None:
     lines = []
     for source, (label, on, off, measured) in enumerate(_ttft_series(report)):
         if on:
             lines.append((f"cache on, {label}", on, True, source, measured))
             lines.append((f"cache off, {label}", off, False, source, measured))
-    return charts.ttft_cdfs(lines) if lines else None
+    return (charts.ttft_cdfs, (lines,)) if lines else None
 
 
-def _timeline_chart(report: Report) -> str | None:
+def _timeline_chart(report: Report) -> ChartCall | None:
     outcomes = report.replay.per_request
     if not outcomes:
         return None
@@ -258,7 +284,7 @@ def _timeline_chart(report: Report) -> str | None:
         uncached.append(uncached[0])
     per = "request" if size == 1 else f"request (mean of {size})"
     label = "arrival time (s)" if timed else f"{per} in arrival order"
-    return charts.timeline(x, cached, uncached, label)
+    return charts.timeline, (x, cached, uncached, label)
 
 
 def _fleet_rows(report: Report):
@@ -270,9 +296,9 @@ def _fleet_rows(report: Report):
     return grid_rows(report.fleet)
 
 
-def _fleet_chart(report: Report) -> str | None:
+def _fleet_chart(report: Report) -> ChartCall | None:
     if not report.fleet:
         return None
     from pcache.replayer.plots import grid_points
 
-    return charts.fleet_chart(grid_points(report.fleet))
+    return charts.fleet_chart, (grid_points(report.fleet),)
