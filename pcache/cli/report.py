@@ -145,16 +145,16 @@ def report_command(
     from pcache.report.charts import preload
     from pcache.report.page import chart_calls, draw_charts, render_page
 
+    command = shlex.join(["pcache", "report", *sys.argv[2:]]) if _from_cli() else "pcache report"
     # a child forked now, while this process is small, imports matplotlib as the log is linted
-    # and draws the charts while this process grows the prefix tree
+    # and draws the charts while this process grows the prefix tree and fills the page
     with Standby(preload, jobs=options.settings.job_count) as drawing:
         if drawing.in_child:
             report = _build(options, lambda report: drawing.call(draw_charts, chart_calls(report)))
-            charts = drawing.result()
+            page = render_page(report, command, drawing.result)
         else:
-            report, charts = _build(options, None), None
-    command = shlex.join(["pcache", "report", *sys.argv[2:]]) if _from_cli() else "pcache report"
-    write_atomically(output, [render_page(report, command, charts).encode()])
+            page = render_page(_build(options, None), command)
+    write_atomically(output, [page.encode()])
     stderr.print(f"wrote {output}", markup=False, highlight=False)
 
 

@@ -183,7 +183,9 @@ def capacity_sweep(
         keep = keep_requests and size == capacities[-1]
         sized = replace(options, cache_blocks=size)
         if outcome.exact:
-            reports.append(_assemble(trace, sized, block_size, outcome, keep))
+            same = keep and outcome.cached_tokens is free.cached_tokens  # (the unlimited's)
+            given = unlimited.per_request if same else None
+            reports.append(_assemble(trace, sized, block_size, outcome, keep, given))
         else:
             reports.append(simulate(trace, sized, keep_requests=keep))
     return Sweep(reports, unlimited)
@@ -195,8 +197,10 @@ def _assemble(
     block_size: int,
     outcome: CapacityOutcome,
     keep_requests: bool,
+    per_request: list[RequestOutcome] | None = None,
 ) -> ReplayReport:
-    """The `ReplayReport` of one capacity's outcome, as `simulate` writes it."""
+    """The `ReplayReport` of one capacity's outcome, as `simulate` writes it; `per_request`:
+    the outcomes kept, if known (another report's, of the same cached tokens)."""
     records = trace.records
     cached = outcome.cached_tokens
     model = options.ttft
@@ -208,28 +212,10 @@ def _assemble(
         cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
         ttfts_cold[cold] += count
         ttfts[cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)] += count
-    per_request: list[RequestOutcome] = []
-    if keep_requests:
-        for record, hit in zip(records, cached, strict=True):
-            num_tokens = record.input_length
-            cold = (
-                overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
-            )
-            prefill = cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)
-            now = record.timestamp_ms
-            per_request.append(
-                RequestOutcome(
-                    record.index,
-                    record.line,
-                    now,
-                    num_tokens,
-                    hit,
-                    round((now - now) + prefill, 3),
-                    round(cold, 3),
-                    now,
-                    record.observed_cached_tokens,
-                )
-            )
+    if per_request is None:
+        per_request = _outcomes(records, cached, model) if keep_requests else []
+    else:
+        per_request = list(per_request)
     observations = [
         record.observed_cached_tokens
         for record in records
@@ -249,3 +235,28 @@ def _assemble(
         sum(observations) if observations else None,
         per_request,
     )
+
+
+def _outcomes(records: Sequence, cached: Sequence[int], model) -> list[RequestOutcome]:
+    """Each request's outcome with `cached` tokens cached, as `simulate` keeps it."""
+    overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
+    per_request = []
+    for record, hit in zip(records, cached, strict=True):
+        num_tokens = record.input_length
+        cold = overhead + per_token * num_tokens + per_pair * (num_tokens * (num_tokens + 1) // 2)
+        prefill = cold - per_token * hit - per_pair * (hit * (hit + 1) // 2)
+        now = record.timestamp_ms
+        per_request.append(
+            RequestOutcome(
+                record.index,
+                record.line,
+                now,
+                num_tokens,
+                hit,
+                round((now - now) + prefill, 3),
+                round(cold, 3),
+                now,
+                record.observed_cached_tokens,
+            )
+        )
+    return per_request

@@ -30,8 +30,12 @@ class Figure:
     note: str = ""
 
 
-def render_page(report: Report, command: str, charts: dict[str, str | None] | None = None) -> str:
-    """The page's HTML; `charts`: `draw_charts(chart_calls(report))` if drawn already."""
+Charts = Callable[[], dict[str, str | None]]
+"""What gives `draw_charts(chart_calls(report))`, e.g. as drawn elsewhere meanwhile."""
+
+
+def render_page(report: Report, command: str, charts: Charts | None = None) -> str:
+    """The page's HTML; `charts` is asked for the charts once the rest is ready."""
     import jinja2
 
     environment = jinja2.Environment(
@@ -46,13 +50,11 @@ def render_page(report: Report, command: str, charts: dict[str, str | None] | No
         return template.render(**context(report, command, charts))
 
 
-def context(
-    report: Report, command: str, charts: dict[str, str | None] | None = None
-) -> dict[str, Any]:
+def context(report: Report, command: str, charts: Charts | None = None) -> dict[str, Any]:
     lint = report.lint
     rules = _rules(lint)
     findings = lint.diagnostics if lint else []
-    return {
+    values = {
         "report": report,
         "command": command,
         "figures": _figures(report),
@@ -63,7 +65,6 @@ def context(
         "rule_codes": sorted({d.code for d in findings}),
         "icicle": layout(report.tree),
         "tree": report.tree,
-        **(charts if charts is not None else draw_charts(chart_calls(report))),
         "sweep": report.sweep,
         "calibration": report.settings["ttft_calibration"],
         "ttft": _ttft_rows(report),
@@ -73,6 +74,8 @@ def context(
         "observed_assumes": AGREEMENT[0].upper() + AGREEMENT[1:],
         "observed_keep": KEEP_WORST,
     }
+    drawn = charts() if charts is not None else draw_charts(chart_calls(report))
+    return {**values, **drawn}
 
 
 ChartCall = tuple[Callable[..., str], tuple[Any, ...]]
