@@ -60,10 +60,13 @@ class PrefixTrie:
                 return
             edge = self.prompts[child.owner]
             end = child.end
-            if edge[position + 1 : end] == units[position + 1 : end]:  # through the whole edge
+            following = position + 1
+            if following < end and (following >= len(units) or edge[following] != units[following]):
+                shared = following  # (most prompts that part do so at once)
+            elif edge[following:end] == units[following:end]:  # through the whole edge
                 shared = end
             else:
-                shared = min(common_prefix_length(edge, units, position + 1), end)
+                shared = min(common_prefix_length(edge, units, following), end)
             if shared < end:
                 child = self._split(node, child, shared)
             self._visit(child, num_tokens)
