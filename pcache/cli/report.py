@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -33,6 +34,9 @@ from pcache.cli.options import (
 from pcache.defaults import PROFILE_NAMES
 
 FORMATS = ("html", "json")
+
+if TYPE_CHECKING:
+    from pcache.report.build import Report, ReportOptions
 
 
 def report_command(
@@ -158,7 +162,7 @@ def report_command(
     stderr.print(f"wrote {output}", markup=False, highlight=False)
 
 
-def _build(options, replayed):
+def _build(options: ReportOptions, replayed: Callable[[Report], None] | None) -> Report:
     """`build_report`, its stages shown on a terminal."""
     from pcache.cli.console import stderr
     from pcache.report.build import build_report

@@ -11,7 +11,6 @@ and the timed concurrency. `tests/test_capacity_sweep.py` compares the two on ra
 
 from __future__ import annotations
 
-import itertools
 from array import array
 from bisect import bisect_right
 from collections import Counter
@@ -77,11 +76,12 @@ def block_keys(trace: Trace, block_size: int) -> tuple[list[array], int]:
                 ids = previous[2][:shared]
                 parent, position = ids[-1], shared
         while position < full:
+            start = position * block_size
             if isinstance(parent, int):  # the blocks after `parent` in its run, if they agree
                 run = bisect_right(run_first, parent) - 1
                 last = run_first[run + 1] - 1 if run + 1 < len(run_first) else num_ids - 1
                 offset = run_start[run] + (parent + 1 - run_first[run]) * block_size
-                start, source = position * block_size, run_tokens[run]
+                source = run_tokens[run]
                 if (
                     parent < last
                     and tokens[start : start + block_size] == source[offset : offset + block_size]
@@ -92,7 +92,6 @@ def block_keys(trace: Trace, block_size: int) -> tuple[list[array], int]:
                     parent += along
                     position += along
                     continue
-            start = position * block_size
             key = (parent, tuple(tokens[start : start + block_size]))
             found = heads.get(key)
             if found is not None:
@@ -122,10 +121,7 @@ def dense_hash_ids(trace: Trace) -> tuple[list[np.ndarray], int]:
         [np.asarray(record.hash_ids or (), dtype=np.int64) for record in trace.records]
     )
     distinct, numbers = np.unique(every, return_inverse=True)
-    ends = list(itertools.accumulate(lengths))
-    return [numbers[end - length : end] for end, length in zip(ends, lengths, strict=True)], len(
-        distinct
-    )
+    return np.split(numbers, np.cumsum(lengths)[:-1]), len(distinct)
 
 
 def _shared_blocks(tokens: Sequence[int], before: Sequence[int], block_size: int, guess: int):

@@ -200,10 +200,11 @@ def _build_report(
         stage("replaying over the fleet")
         fleet = run_fleet(trace, replace(simulation, cache_blocks=None), options.fleet)
 
-    tree = None
-    if replayed is None:
+    def grow_tree() -> PrefixTree:
         stage("growing the prefix tree")
-        tree = _tree(trace, origins if not hashed else None, settings, options)
+        return _tree(trace, origins if not hashed else None, settings, options)
+
+    tree = grow_tree() if replayed is None else None
     swept = sweeping.result()
     sweep = swept.reports
     replay = sweep[-1]  # the sweep ends at the footprint of an unlimited cache
@@ -233,8 +234,7 @@ def _build_report(
     )
     if replayed is not None:
         replayed(report)
-        stage("growing the prefix tree")
-        report.tree = _tree(trace, origins if not hashed else None, settings, options)
+        report.tree = grow_tree()
     return report
 
 
