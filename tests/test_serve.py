@@ -226,7 +226,8 @@ def test_200_concurrent_streams_all_complete_with_bounded_memory():
             assert ok and chunks == tokens == 6
         text = wait_until_idle(url)
         assert metric(text, "pcache:request_success_total", finished_reason="length") == 400
-        assert not server.engine.sequences and not server.engine_loop._streams
+        assert not server.engine.sequences and not server.engine_loop.core.requests
+        assert len(server.engine_loop.streams) == 0
         assert _resident_kib() - peak_after_first < 64 * 1024  # a second wave keeps no state
 
 

@@ -140,7 +140,10 @@ def main() -> None:
     """Console entry point."""
     import sys
 
+    from pcache.engine.allocator import ask_for_huge_pages
+
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    ask_for_huge_pages()  # before any command imports torch
     if sys.stderr is None:  # started with 2>&-: messages go nowhere, exit codes still tell
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
     if sys.stdout is None:  # started with >&-: writing output is a closed pipe

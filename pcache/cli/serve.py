@@ -66,6 +66,13 @@ def serve_command(
     kv_events_topic: Annotated[
         str, typer.Option("--kv-events-topic", help="The topic of each KV event message.")
     ] = "",
+    engine_thread: Annotated[
+        bool,
+        typer.Option(
+            "--engine-thread",
+            help="Run the engine in a thread of the server's process, not in its own process.",
+        ),
+    ] = False,
     log_level: Annotated[
         str, typer.Option("--log-level", help="uvicorn's: critical, error, warning, info, debug.")
     ] = "warning",
@@ -98,6 +105,7 @@ def serve_command(
         check_integrity=check_integrity,
         kv_events=kv_events,
         kv_events_topic=kv_events_topic,
+        engine_process=not engine_thread,
     )
     server = build_server(options)
     listener = bind(host, port)
@@ -106,7 +114,7 @@ def serve_command(
         create_app(server), log_level=log_level, timeout_graceful_shutdown=5, access_log=False
     )
     stderr.print(
-        f"pcache: serving {server.model_name} ({server.engine.runner.num_blocks - 1} KV blocks"
+        f"pcache: serving {server.model_name} ({server.facts.limits.num_blocks - 1} KV blocks"
         f" of {block_size} tokens, chat template: {server.codec.chat_template})"
         f" on http://{host}:{bound_port}/v1" + (f", KV events on {kv_events}" if kv_events else ""),
         markup=False,

@@ -20,6 +20,7 @@ from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import KVCacheManager
 from pcache.cache.request import CacheRequest
 from pcache.engine.config import EngineConfig
+from pcache.engine.limits import RequestLimits
 from pcache.engine.runner import ModelRunner, ScheduledSequence
 from pcache.engine.scheduler import Scheduler
 from pcache.engine.sequence import Sequence, SequenceStatus
@@ -58,6 +59,12 @@ class Engine:
             self.runner = runner
             self.kv_cache = runner.allocate_kv_cache()
         self.model_config = self.runner.model_config
+        self.limits = RequestLimits(
+            self.model_config.vocab_size,
+            self.runner.max_model_len,
+            self.runner.num_blocks,
+            config.block_size,
+        )
         self.hash_settings = HashSettings(config.hash_algo, config.block_size)
         self._ids = itertools.count()
         self._fresh_state()
@@ -115,25 +122,7 @@ class Engine:
     def check_request(self, token_ids: list[int], max_new_tokens: int) -> None:
         """Raise EngineError unless the engine can run this prompt (reads only the config, so
         any thread may call it before handing the request over)."""
-        vocab = self.model_config.vocab_size
-        if not token_ids:
-            raise EngineError("a prompt needs at least one token")
-        if min(token_ids) < 0 or max(token_ids) >= vocab:
-            raise EngineError(f"token ids must be in [0, {vocab}) for this model")
-        if max_new_tokens < 1:
-            raise EngineError("max_new_tokens must be at least 1")
-        total = len(token_ids) + max_new_tokens
-        if total > self.runner.max_model_len:
-            raise EngineError(
-                f"prompt of {len(token_ids)} tokens + {max_new_tokens} new tokens exceeds"
-                f" the model's {self.runner.max_model_len} positions"
-            )
-        capacity = (self.runner.num_blocks - 1) * self.config.block_size
-        if total > capacity:
-            raise EngineError(
-                f"too little memory for the KV cache: a request of {total} tokens needs more"
-                f" than the {capacity} token slots it holds"
-            )
+        self.limits.check(token_ids, max_new_tokens)
 
     def abort_request(self, request_id: str) -> None:
         """Stop a request between steps, waiting or running; its blocks go back to the pool

@@ -21,6 +21,9 @@ class ApiError(Exception):
         self.error_type = error_type
         self.param = param
 
+    def __reduce__(self):  # pickled whole: the engine's process sends them to the server
+        return (type(self), (self.status, self.message, self.error_type, self.param))
+
     def body(self) -> dict[str, Any]:
         return {
             "error": {

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.applications import Starlette
@@ -29,12 +29,15 @@ from pcache.serve.api_error import ApiError, bad_request, error_for_status, inte
 from pcache.serve.auxiliary import auxiliary_routes
 from pcache.serve.body import BODY_TIMEOUT_S, MAX_BODY_BYTES, read_json
 from pcache.serve.disconnect import EventStream, unless_disconnected
-from pcache.serve.engine_loop import EngineLoop, Submission
+from pcache.serve.engine_loop import EngineFacts, EngineLoop, Submission
 from pcache.serve.logprobs import LogprobsWriter
 from pcache.serve.metrics import CONTENT_TYPE, ServerMetrics
 from pcache.serve.protocol import GenerationRequest, parse_request, unknown_fields
 from pcache.serve.responses import ResponseBuilder, sse
 from pcache.serve.text import TextCodec
+
+if TYPE_CHECKING:
+    from pcache.serve.engine_process import EngineProcess
 
 logger = logging.getLogger("pcache.serve")
 
@@ -58,16 +61,21 @@ class ServeOptions:
     body_timeout_s: float = BODY_TIMEOUT_S
     kv_events: str | None = None  # a ZMQ endpoint to publish vLLM's KV events on
     kv_events_topic: str = ""
+    engine_process: bool = False
+    """Run the engine in a process of its own (`pcache serve`'s default), not in a thread."""
 
 
 @dataclass(slots=True)
 class Server:
-    """The engine, its thread, its metrics and text codec: everything the routes use."""
+    """The engine's host (its thread, or its process), what it told of the engine, the
+    metrics and the text codec: everything the routes use."""
 
     options: ServeOptions
     model_name: str
     engine: Any
-    engine_loop: EngineLoop
+    """The `Engine` when it runs in a thread of this process, else None."""
+    engine_loop: EngineLoop | EngineProcess
+    facts: EngineFacts
     metrics: ServerMetrics
     codec: TextCodec
 
@@ -75,49 +83,60 @@ class Server:
 def build_server(options: ServeOptions) -> Server:
     """Load the model and size the KV cache (errors are EngineError, before any port opens)."""
     from pcache.engine.config import EngineConfig
-    from pcache.engine.engine import Engine
 
     if options.max_waiting < 1:
         raise EngineError("--max-waiting must be at least 1")
-    engine = Engine(
-        EngineConfig(
-            model=options.model,
-            device=options.device,
-            block_size=options.block_size,
-            kv_cache_tokens=options.kv_cache_tokens,
-            max_num_seqs=options.max_num_seqs,
-            max_num_batched_tokens=options.max_num_batched_tokens,
-            enable_prefix_caching=options.enable_prefix_caching,
-            seed=options.seed,
-        )
+    config = EngineConfig(
+        model=options.model,
+        device=options.device,
+        block_size=options.block_size,
+        kv_cache_tokens=options.kv_cache_tokens,
+        max_num_seqs=options.max_num_seqs,
+        max_num_batched_tokens=options.max_num_batched_tokens,
+        enable_prefix_caching=options.enable_prefix_caching,
+        seed=options.seed,
     )
+    engine = None
+    host: EngineLoop | EngineProcess
+    if options.kv_events is not None:
+        from pcache.serve.kv_events import check_endpoint
+
+        check_endpoint(options.kv_events)
+    if options.engine_process:
+        from pcache.serve.engine_process import EngineProcess
+
+        host = EngineProcess.launch(
+            config, options.check_integrity, options.kv_events, options.kv_events_topic
+        )
+    else:
+        from pcache.engine.engine import Engine
+
+        engine = Engine(config)
+        publisher = None
+        if options.kv_events is not None:
+            from pcache.serve.kv_events import KVEventPublisher
+
+            publisher = KVEventPublisher(options.kv_events, options.kv_events_topic)
+            publisher.open()
+        host = EngineLoop(engine, options.check_integrity, kv_events=publisher)
+    facts = host.facts
     name = options.served_model_name or options.model
-    holder: list[EngineLoop] = []
     metrics = ServerMetrics(
         name,
-        num_running=lambda: holder[0].num_running,
-        num_waiting=lambda: holder[0].num_waiting,
-        kv_usage=lambda: engine.kv_manager.usage,
+        num_running=lambda: host.num_running,
+        num_waiting=lambda: host.num_waiting,
+        kv_usage=lambda: host.kv_usage,
         cache_config={
             "block_size": str(options.block_size),
-            "cache_dtype": engine.config.torch_dtype_name,
+            "cache_dtype": facts.dtype_name,
             "enable_prefix_caching": str(options.enable_prefix_caching),
-            "num_gpu_blocks": str(engine.runner.num_blocks),
-            "prefix_caching_hash_algo": engine.config.hash_algo,
+            "num_gpu_blocks": str(facts.limits.num_blocks),
+            "prefix_caching_hash_algo": facts.hash_algo,
         },
     )
-    publisher = None
-    if options.kv_events is not None:
-        from pcache.serve.kv_events import KVEventPublisher, check_endpoint
-
-        publisher = KVEventPublisher(check_endpoint(options.kv_events), options.kv_events_topic)
-        publisher.open()
-    engine_loop = EngineLoop(
-        engine, metrics, options.max_waiting, options.check_integrity, kv_events=publisher
-    )
-    holder.append(engine_loop)
-    codec = TextCodec(options.model, engine.model_config.vocab_size)
-    return Server(options, name, engine, engine_loop, metrics, codec)
+    host.bind(metrics, options.max_waiting)
+    codec = TextCodec(options.model, facts.limits.vocab_size)
+    return Server(options, name, engine, host, facts, metrics, codec)
 
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -174,10 +193,10 @@ def create_app(server: Server) -> Starlette:
             assert params.prompt is not None
             token_ids = params.prompt
         try:
-            server.engine.check_request(token_ids, params.max_tokens)
+            server.facts.limits.check(token_ids, params.max_tokens)
         except EngineError as error:
             param = "messages" if params.chat else "prompt"
-            if "exceeds" in str(error) and len(token_ids) < server.engine.runner.max_model_len:
+            if "exceeds" in str(error) and len(token_ids) < server.facts.limits.max_model_len:
                 param = params.max_tokens_param
             raise bad_request(str(error), param) from None
         return token_ids
@@ -304,7 +323,7 @@ def create_app(server: Server) -> Starlette:
             "created": 0,
             "owned_by": "pcache",
             "root": server.options.model,
-            "max_model_len": server.engine.runner.max_model_len,
+            "max_model_len": server.facts.limits.max_model_len,
         }
         return JSONResponse({"object": "list", "data": [card]})
 

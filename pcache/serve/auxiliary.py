@@ -78,7 +78,7 @@ def auxiliary_routes(
         return JSONResponse(
             {
                 "count": len(token_ids),
-                "max_model_len": server.engine.runner.max_model_len,
+                "max_model_len": server.facts.limits.max_model_len,
                 "tokens": token_ids,
                 "token_strs": strings,
             }
@@ -88,7 +88,7 @@ def auxiliary_routes(
         try:
             body = await read(request)
             tokens = body.get("tokens")
-            vocab = server.engine.model_config.vocab_size
+            vocab = server.facts.limits.vocab_size
             if not isinstance(tokens, list) or not all(
                 type(token) is int and 0 <= token < vocab for token in tokens
             ):
