@@ -118,7 +118,7 @@ def build_server(options: ServeOptions) -> Server:
 
             publisher = KVEventPublisher(options.kv_events, options.kv_events_topic)
             publisher.open()
-        host = EngineLoop(engine, options.check_integrity, kv_events=publisher)
+        host = EngineLoop(engine, options.check_integrity, publisher)
     facts = host.facts
     name = options.served_model_name or options.model
     metrics = ServerMetrics(

@@ -327,6 +327,58 @@ class Streams:
         return len(self._queues)
 
 
+class CommandInbox:
+    """The commands for an engine's thread (add, abort, reset), in order, under one lock."""
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.commands: deque[tuple[str, Any]] = deque()
+        self.stopping = False
+        self.adds_put = 0
+        self.adds_taken = 0
+
+    def put(self, kind: str, argument: Any, admit: Callable[[], None] | None = None) -> None:
+        """Queue a command; `admit` (called under the lock) may refuse it by raising."""
+        with self.condition:
+            if admit is not None:
+                admit()
+            self.commands.append((kind, argument))
+            self.adds_put += kind == "add"
+            self.condition.notify()
+
+    def stop(self) -> list[tuple[str, Any]]:
+        """Stop taking commands; returns those never taken."""
+        with self.condition:
+            self.stopping = True
+            left = list(self.commands)
+            self.commands.clear()
+            self.condition.notify()
+        return left
+
+    @property
+    def pending_adds(self) -> int:
+        return self.adds_put - self.adds_taken
+
+    def take(self, busy: bool) -> list[tuple[str, Any]] | None:
+        """The commands since the last call (waiting for one unless `busy`); None once
+        stopping."""
+        with self.condition:
+            if not busy:
+                self.condition.wait_for(lambda: self.commands or self.stopping)
+            if self.stopping:
+                return None
+            commands = list(self.commands)
+            self.commands.clear()
+            self.adds_taken += sum(kind == "add" for kind, _ in commands)
+            return commands
+
+
+def next_commands(inbox: CommandInbox, core: EngineCore) -> list[tuple[str, Any]] | None:
+    """What the engine's thread applies next, waiting for it while nothing is unfinished;
+    None once stopping."""
+    return inbox.take(busy=core.engine.has_unfinished_requests())
+
+
 class EngineLoop:
     """An `EngineCore` in a thread of the server's process; every method but `_run` is called
     from the event loop."""
@@ -338,10 +390,7 @@ class EngineLoop:
         self.core = EngineCore(engine, None, check_integrity, kv_events)
         self.metrics: Any = None
         self.max_waiting = 1
-        self._condition = threading.Condition()
-        self._inbox: deque[tuple[str, Any]] = deque()
-        self._pending_adds = 0
-        self._stopping = False
+        self.inbox = CommandInbox()
         self.streams = Streams()
         self._thread = threading.Thread(target=self._run, name="pcache-engine", daemon=True)
         self._switch_interval: float | None = None
@@ -359,9 +408,9 @@ class EngineLoop:
         self._thread.start()
 
     def stop(self) -> None:
-        with self._condition:
-            self._stopping = True
-            self._condition.notify()
+        with self.inbox.condition:
+            self.inbox.stopping = True
+            self.inbox.condition.notify()
         self._thread.join(timeout=30)
         if self._switch_interval is not None:
             sys.setswitchinterval(self._switch_interval)
@@ -377,7 +426,7 @@ class EngineLoop:
 
     @property
     def healthy(self) -> bool:
-        return self.failure is None and self._thread.is_alive() and not self._stopping
+        return self.failure is None and self._thread.is_alive() and not self.inbox.stopping
 
     @property
     def num_running(self) -> int:
@@ -385,7 +434,7 @@ class EngineLoop:
 
     @property
     def num_waiting(self) -> int:
-        return self.core.num_waiting + self._pending_adds
+        return self.core.num_waiting + self.inbox.pending_adds
 
     @property
     def kv_usage(self) -> float:
@@ -394,27 +443,22 @@ class EngineLoop:
     def submit(self, submission: Submission, queue: asyncio.Queue) -> None:
         """Queue a request; a full queue is a 429 and a stopped engine a 503."""
         arrival = time.perf_counter()
-        with self._condition:
-            check_admission(self, self._stopping)
+
+        def admit() -> None:
+            check_admission(self, self.inbox.stopping)
             self.streams.register(submission.request_id, queue)
-            self._inbox.append(("add", (submission, arrival)))
-            self._pending_adds += 1
-            self._condition.notify()
+
+        self.inbox.put("add", (submission, arrival), admit)
 
     def abort(self, request_id: str, reason: str = "abort") -> None:
         """Stop a request; `reason` is what the metrics count it as (a client that left is an
         abort, a stop string found in the text a stop)."""
-        self._command("abort", (request_id, reason))
+        self.inbox.put("abort", (request_id, reason))
 
     async def reset_prefix_cache(self) -> bool:
         future = asyncio.get_running_loop().create_future()
-        self._command("reset", future)
+        self.inbox.put("reset", future)
         return await future
-
-    def _command(self, kind: str, argument: Any) -> None:
-        with self._condition:
-            self._inbox.append((kind, argument))
-            self._condition.notify()
 
     # -- engine thread -------------------------------------------------------------------------
 
@@ -427,25 +471,13 @@ class EngineLoop:
     def _loop(self) -> None:
         core = self.core
         while True:
-            with self._condition:
-                while not (self._inbox or self._stopping or core.engine.has_unfinished_requests()):
-                    self._condition.wait()
-                if self._stopping:
-                    break
-                commands = list(self._inbox)
-                self._inbox.clear()
-                self._pending_adds -= sum(kind == "add" for kind, _ in commands)
+            commands = next_commands(self.inbox, core)
+            if commands is None:
+                break
             self.streams.deliver(core.turn(commands, _answer_reset))
             if core.failure is not None:
                 break
-        self._fail_remaining()
-
-    def _fail_remaining(self) -> None:
-        with self._condition:
-            self._stopping = True
-            commands = list(self._inbox)
-            self._inbox.clear()
-        for kind, argument in commands:
+        for kind, argument in self.inbox.stop():
             if kind == "reset":
                 _answer_reset(argument, False)
         self.streams.fail_all(SHUTTING_DOWN)

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,13 @@ from pcache.serve.api_error import ApiError, error_for_status
 from pcache.serve.engine_loop import (
     SHUTTING_DOWN,
     SWITCH_INTERVAL_S,
+    CommandInbox,
     EngineCore,
     EngineFacts,
     Streams,
     Submission,
     check_admission,
+    next_commands,
 )
 
 STOP_TIMEOUT_S = 30.0
@@ -282,42 +283,18 @@ def _end(child: subprocess.Popen, connection: Connection) -> None:
 # -- the child ---------------------------------------------------------------------------------
 
 
-class _Inbox:
-    """The commands the server sent, read by a thread of their own so the socket drains
+def _read_commands(connection: Connection, inbox: CommandInbox) -> None:
+    """Put what the server sends into `inbox`, on a thread of its own so the socket drains
     while the engine steps; the server's end closing is a stop."""
-
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-        self.condition = threading.Condition()
-        self.commands: deque[tuple[str, Any]] = deque()
-        self.stopping = False
-        threading.Thread(target=self._read, name="pcache-engine-inbox", daemon=True).start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                kind, argument = self.connection.recv()
-            except (EOFError, OSError):
-                kind = "stop"
-            with self.condition:
-                if kind == "stop":
-                    self.stopping = True
-                else:
-                    self.commands.append((kind, argument))
-                self.condition.notify()
-            if kind == "stop":
-                return
-
-    def take(self, busy: bool) -> list[tuple[str, Any]] | None:
-        """The commands since the last call (waiting for one unless `busy`); None: stop."""
-        with self.condition:
-            while not (self.commands or self.stopping or busy):
-                self.condition.wait()
-            if self.stopping:
-                return None
-            commands = list(self.commands)
-            self.commands.clear()
-            return commands
+    while True:
+        try:
+            kind, argument = connection.recv()
+        except (EOFError, OSError):
+            kind, argument = "stop", None
+        if kind == "stop":
+            inbox.stop()
+            return
+        inbox.put(kind, argument)
 
 
 def _start(connection: Connection) -> EngineCore | None:
@@ -347,19 +324,19 @@ def _start(connection: Connection) -> EngineCore | None:
 
 def _serve(connection: Connection, core: EngineCore) -> None:
     engine = core.engine
-    inbox = _Inbox(connection)
-    applied_adds = 0
+    inbox = CommandInbox()
+    reader = threading.Thread(target=_read_commands, args=(connection, inbox), daemon=True)
+    reader.start()
 
     def answer_reset(token: int, done: bool) -> None:
         connection.send(("reset", (token, done)))
 
     while True:
-        commands = inbox.take(busy=engine.has_unfinished_requests())
+        commands = next_commands(inbox, core)
         if commands is None:
             return
-        applied_adds += sum(kind == "add" for kind, _ in commands)
         deliveries = core.turn(commands, answer_reset)
-        state = (core.num_running, core.num_waiting, applied_adds, engine.kv_manager.usage)
+        state = (core.num_running, core.num_waiting, inbox.adds_taken, engine.kv_manager.usage)
         connection.send(("turn", (deliveries, core.metrics.take(), *state)))
         if core.failure is not None:
             connection.send(("failed", core.failure))
