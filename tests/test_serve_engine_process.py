@@ -136,16 +136,24 @@ def test_an_engine_process_that_dies_fails_its_requests_and_health_says_so():
 
 
 def test_an_engine_that_cannot_start_is_the_same_error_and_leaves_no_child(tmp_path):
+    import json
+
     from pcache.errors import EngineError
+    from pcache.models import preset_config
     from pcache.serve.app import ServeOptions, build_server
 
-    messages = []
-    for engine_process in (False, True):
-        options = ServeOptions(model=str(tmp_path / "missing"), engine_process=engine_process)
-        with pytest.raises(EngineError) as raised:
-            build_server(options)
-        messages.append(str(raised.value))
-    assert messages[0] == messages[1] and "not a model directory" in messages[0]
+    broken = tmp_path / "broken"  # a config, and weights that are not safetensors
+    broken.mkdir()
+    (broken / "config.json").write_text(json.dumps(preset_config("tiny")))
+    (broken / "model.safetensors").write_bytes(b"not a checkpoint")
+    for model in (tmp_path / "missing", broken):  # refused by the server, by the child
+        messages = []
+        for engine_process in (False, True):
+            options = ServeOptions(model=str(model), engine_process=engine_process)
+            with pytest.raises(EngineError) as raised:
+                build_server(options)
+            messages.append(str(raised.value))
+        assert messages[0] == messages[1] and str(model) in messages[0], messages
     assert not [pid for pid in children_of(os.getpid()) if "engine_process" in cmdline(pid)]
 
 

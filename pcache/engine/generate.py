@@ -70,7 +70,7 @@ def generate(
     """
     from pcache.engine.config import EngineConfig, torch_device
     from pcache.engine.engine import Engine
-    from pcache.engine.loader import resolve_model_config
+    from pcache.engine.model_config import resolve_model_config
     from pcache.prompt.codec import ModelCodec, encode_text_prompt
 
     assert (prompt is None) != (prompt_ids is None)

@@ -6,33 +6,12 @@ from pathlib import Path
 
 import torch
 
-from pcache.engine.model_config import ModelConfig, model_config_from_dict
+from pcache.engine.model_config import ModelConfig
 from pcache.engine.models.decoder import PACKED_MODULES, CausalLM
 from pcache.errors import EngineError
-from pcache.models import PRESETS, canonical_name, preset_config
 
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # with tied embeddings the output projection is the embedding, whatever a checkpoint holds
-
-
-def resolve_model_config(model: str) -> tuple[ModelConfig, Path | None]:
-    """A preset name gives its shape and no directory; a directory gives its config.json."""
-    if canonical_name(model) is not None:
-        return model_config_from_dict(preset_config(model), f"preset {model}"), None
-    directory = Path(model)
-    if not directory.is_dir():
-        raise EngineError(
-            f"{model}: not a model directory nor a preset (presets: {', '.join(PRESETS)})"
-        )
-    config_path = directory / "config.json"
-    if not config_path.exists():
-        raise EngineError(f"{config_path}: no config.json in the model directory")
-    from pcache.prompt.loading import parse_json, read_bytes
-
-    data = parse_json(read_bytes(config_path), str(config_path))
-    if not isinstance(data, dict):
-        raise EngineError(f"{config_path}: expected a JSON object")
-    return model_config_from_dict(data, str(config_path)), directory
 
 
 def build_model(

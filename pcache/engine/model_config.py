@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pcache.errors import EngineError
@@ -186,3 +187,25 @@ def model_config_from_dict(data: dict[str, Any], source: str = "config.json") ->
             f"{source}: unsupported rope_type {rope_type!r} (supported: {', '.join(ROPE_TYPES)})"
         )
     return config
+
+
+def resolve_model_config(model: str) -> tuple[ModelConfig, Path | None]:
+    """A preset name gives its shape and no directory; a directory gives its config.json."""
+    from pcache.models import PRESETS, canonical_name, preset_config
+
+    if canonical_name(model) is not None:
+        return model_config_from_dict(preset_config(model), f"preset {model}"), None
+    directory = Path(model)
+    if not directory.is_dir():
+        raise EngineError(
+            f"{model}: not a model directory nor a preset (presets: {', '.join(PRESETS)})"
+        )
+    config_path = directory / "config.json"
+    if not config_path.exists():
+        raise EngineError(f"{config_path}: no config.json in the model directory")
+    from pcache.prompt.loading import parse_json, read_bytes
+
+    data = parse_json(read_bytes(config_path), str(config_path))
+    if not isinstance(data, dict):
+        raise EngineError(f"{config_path}: expected a JSON object")
+    return model_config_from_dict(data, str(config_path)), directory

@@ -11,7 +11,8 @@ from pcache.engine.attention import get_backend
 from pcache.engine.config import EngineConfig
 from pcache.engine.context import AttentionMetadata, reset_context, set_context
 from pcache.engine.kv_cache import KVCache, allocate_kv_cache, plan_num_blocks
-from pcache.engine.loader import build_model, load_checkpoint, random_init, resolve_model_config
+from pcache.engine.loader import build_model, load_checkpoint, random_init
+from pcache.engine.model_config import resolve_model_config
 from pcache.engine.sampling import Sampler
 from pcache.engine.sequence import Sequence
 from pcache.errors import EngineError

@@ -118,7 +118,7 @@ def _replay_engine(torch, source, options: EngineOptions, progress, meter):
     from pcache.engine.config import EngineConfig, torch_device
     from pcache.engine.engine import Engine
     from pcache.engine.kv_cache import dtype_bytes, plan_num_blocks
-    from pcache.engine.loader import resolve_model_config
+    from pcache.engine.model_config import resolve_model_config
 
     assert options.model is not None
     model_config, directory = resolve_model_config(options.model)

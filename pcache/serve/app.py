@@ -103,11 +103,19 @@ def build_server(options: ServeOptions) -> Server:
 
         check_endpoint(options.kv_events)
     if options.engine_process:
+        from pcache.engine.model_config import resolve_model_config
         from pcache.serve.engine_process import EngineProcess
 
-        host = EngineProcess.launch(
+        vocab_size = resolve_model_config(options.model)[0].vocab_size  # a bad model: at once
+        starting = EngineProcess.launch(
             config, options.check_integrity, options.kv_events, options.kv_events_topic
         )
+        try:
+            codec = TextCodec(options.model, vocab_size)  # while the child loads the weights
+        except BaseException:
+            starting.close()
+            raise
+        host = starting.ready()
     else:
         from pcache.engine.engine import Engine
 
@@ -119,6 +127,7 @@ def build_server(options: ServeOptions) -> Server:
             publisher = KVEventPublisher(options.kv_events, options.kv_events_topic)
             publisher.open()
         host = EngineLoop(engine, options.check_integrity, publisher)
+        codec = TextCodec(options.model, engine.model_config.vocab_size)
     facts = host.facts
     name = options.served_model_name or options.model
     metrics = ServerMetrics(
@@ -135,7 +144,6 @@ def build_server(options: ServeOptions) -> Server:
         },
     )
     host.bind(metrics, options.max_waiting)
-    codec = TextCodec(options.model, facts.limits.vocab_size)
     return Server(options, name, engine, host, facts, metrics, codec)
 
 

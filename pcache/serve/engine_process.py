@@ -121,8 +121,7 @@ class EngineProcess:
 
     @classmethod
     def launch(cls, config: Any, check_integrity: bool, kv_events: str | None, topic: str):
-        """Start the child, have it load the model, and wait until it is ready; an engine that
-        cannot start raises its EngineError (or UsageError) here, and no child is left."""
+        """Start the child and have it load the model; `EngineProcess.ready` waits for it."""
         ours, theirs = socket.socketpair()
         package_root = str(Path(__file__).resolve().parents[2])
         path = os.environ.get("PYTHONPATH")
@@ -138,19 +137,9 @@ class EngineProcess:
         finally:
             theirs.close()
         connection = Connection(ours.detach())
-        try:
+        with contextlib.suppress(OSError):  # a child gone already: `ready` says so
             connection.send(("start", (config, check_integrity, kv_events, topic)))
-            kind, argument = connection.recv()
-        except (EOFError, OSError):
-            kind, argument = "fatal", ("EngineError", "the engine process exited while starting")
-        except BaseException:
-            _end(child, connection)
-            raise
-        if kind != "ready":
-            _end(child, connection)
-            error_type, message = argument
-            raise STARTUP_ERRORS.get(error_type, EngineError)(message)
-        return cls(child, connection, argument)
+        return _Starting(child, connection)
 
     # -- event loop side -----------------------------------------------------------------------
 
@@ -258,6 +247,34 @@ class EngineProcess:
             future = self._resets.pop(token, None)
             if future is not None:
                 _resolve(future, False)
+
+
+class _Starting:
+    """A child loading its engine."""
+
+    def __init__(self, child: subprocess.Popen, connection: Connection) -> None:
+        self.child, self.connection = child, connection
+
+    def ready(self) -> EngineProcess:
+        """The engine process once its child is ready; an engine that cannot start raises
+        its EngineError (or UsageError) here, and no child is left."""
+        try:
+            kind, argument = self.connection.recv()
+        except (EOFError, OSError):
+            kind, argument = "fatal", ("EngineError", "the engine process exited while starting")
+        except BaseException:  # interrupted while the model loads
+            self.close()
+            raise
+        if kind != "ready":
+            _end(self.child, self.connection)
+            error_type, message = argument
+            raise STARTUP_ERRORS.get(error_type, EngineError)(message)
+        return EngineProcess(self.child, self.connection, argument)
+
+    def close(self) -> None:
+        """Give up on the child (the server could not start): it is killed."""
+        self.child.kill()
+        _end(self.child, self.connection)
 
 
 def _resolve(future: asyncio.Future, done: bool) -> None:

@@ -55,7 +55,7 @@ def test_a_bad_model_config_is_named(cli, tmp_path, change, fragment):
 def test_the_memory_plan_counts_rotary_tables(monkeypatch):
     from pcache.engine import kv_cache
     from pcache.engine.config import EngineConfig
-    from pcache.engine.loader import resolve_model_config
+    from pcache.engine.model_config import resolve_model_config
     from pcache.errors import EngineError
 
     model, _ = resolve_model_config("tiny")
