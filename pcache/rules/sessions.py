@@ -29,7 +29,8 @@ def message_key(message: dict[str, Any]) -> str:
     make it another message."""
     content = message.get("content")
     text = squash(content) if isinstance(content, str) else repr(content)
-    return hashlib.blake2b(f"{message['role']}\0{text}".encode(), digest_size=12).hexdigest()
+    key = f"{message['role']}\0{text}".encode("utf-8", "surrogatepass")  # any str has bytes
+    return hashlib.blake2b(key, digest_size=12).hexdigest()
 
 
 def _anchor(request: Request) -> str | None:
