@@ -5,7 +5,8 @@ Both servers are started once, each waited for, and kept up; each round then ben
 every dataset, then B (the order flips every round, so neither always runs first on a machine
 whose load drifts); the prefix cache is reset before every run; both are stopped by their
 PIDs at the end. Same model directory, model threads, block size and datasets as
-`bench/vllm_side_by_side.sh`. Prints every run's TTFT p50, TPOT p50, ITL p50, output
+`bench/vllm_side_by_side.sh`; both engines' model threads are bound to the same CPUs
+(vLLM's VLLM_CPU_OMP_THREADS_BIND, pcache's --engine-cpus). Prints every run's TTFT p50, TPOT p50, ITL p50, output
 throughput and prefix-cache hits/queries with the load average, then per side and dataset the
 medians over the rounds with their spread (min-max), and B's medians over A's.
 
@@ -68,13 +69,19 @@ class Side:
     kind: str
 
 
+def bound_cpus(threads: int) -> str:
+    """The CPUs both engines' model threads are bound to: vLLM's VLLM_CPU_OMP_THREADS_BIND,
+    pcache's --engine-cpus (a checkout without that option runs its engine unbound)."""
+    return "0" if threads == 1 else f"0-{threads - 1}"
+
+
 def start_side(label: str, spec: str, args, model: str, out: Path, stack: ExitStack) -> Side:
     """`vllm`: vLLM's CPU build from `--venv` (`bench/vllm/server.py`'s settings, its process
     group stopped when `stack` closes); else `pcache serve` from the checkout at `spec`,
     stopped by its PID when `stack` closes. Returns once the server answers /health."""
     log = out / f"{label}.log"
     if spec == "vllm":
-        threads = "0" if args.threads == 1 else f"0-{args.threads - 1}"
+        threads = bound_cpus(args.threads)
         try:
             server = stack.enter_context(
                 vllm_server(
@@ -92,6 +99,8 @@ def start_side(label: str, spec: str, args, model: str, out: Path, stack: ExitSt
     env["OMP_NUM_THREADS"] = str(args.threads)
     command = [sys.executable, "-m", "pcache", "serve", "--model", model, "--port", str(port)]
     command += ["--block-size", "32", "--kv-cache-tokens", "65536"]
+    if "--engine-cpus" in (root / "pcache/cli/serve.py").read_text():
+        command += ["--engine-cpus", bound_cpus(args.threads)]  # where vLLM binds its threads
     stream = stack.enter_context(open(log, "w"))  # noqa: SIM115 (the stack closes it)
     child = subprocess.Popen(command, cwd=root, env=env, stdout=stream, stderr=stream)
     stack.callback(stop_server, child)

@@ -357,6 +357,8 @@ def test_a_request_joins_the_running_batch_instead_of_waiting_for_it():
         (("--model", "tiny", "--block-size", "3"), "--block-size must be a power of two"),
         (("--model", "tiny", "--engine", "tpu"), "--engine must be cpu or gpu"),
         (("--model", "tiny", "--host", "203.0.113.1", "--port", "0"), "cannot listen on"),
+        (("--model", "tiny", "--engine-cpus", "99999"), "--engine-cpus: no CPU 99999 here"),
+        (("--model", "tiny", "--engine-cpus", "0-x"), "--engine-cpus takes a CPU list"),
     ],
 )
 def test_serve_refuses_bad_options_in_one_line(cli, arguments, message):

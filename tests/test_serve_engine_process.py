@@ -171,3 +171,38 @@ def test_pcache_serve_runs_its_engine_in_a_child_unless_told_a_thread():
             [server] = [pid for pid in children_of(os.getpid()) if "serve" in cmdline(pid)]
             engines = [pid for pid in children_of(server) if "engine_process" in cmdline(pid)]
             assert len(engines) == expected
+
+
+def test_engine_cpus_bind_the_engine_and_leave_the_server_free():
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to bind apart")
+    for arguments in ((), ("--engine-thread",)):
+        with serve_process("--model", "tiny", "--engine-cpus", str(cpus[-1]), *arguments) as url:
+            assert completion(url, prompt=[1, 2, 3], max_tokens=2).status_code == 200
+            [server] = [pid for pid in children_of(os.getpid()) if "serve" in cmdline(pid)]
+            assert sorted(os.sched_getaffinity(server)) == cpus  # the server's main thread
+            if arguments:  # the engine's thread, and those it started, are the ones bound
+                tasks = [int(task.name) for task in Path(f"/proc/{server}/task").iterdir()]
+                engine = [task for task in tasks if sorted(os.sched_getaffinity(task)) != cpus]
+            else:
+                engine = [pid for pid in children_of(server) if "engine_process" in cmdline(pid)]
+            assert engine and all(os.sched_getaffinity(pid) == {cpus[-1]} for pid in engine)
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"), [("0", (0,)), ("0-3", (0, 1, 2, 3)), ("3,0-1", (0, 1, 3)), ("2, 2", (2,))]
+)
+def test_cpu_lists_read_as_linux_writes_them(text, cpus):
+    from pcache.engine.cpus import parse_cpu_list
+
+    assert parse_cpu_list(text) == cpus
+
+
+@pytest.mark.parametrize("text", ["", "a", "3-1", "-1", "1-", "0,,1"])
+def test_a_bad_cpu_list_is_a_usage_error(text):
+    from pcache.engine.cpus import parse_cpu_list
+    from pcache.errors import UsageError
+
+    with pytest.raises(UsageError, match="--engine-cpus"):
+        parse_cpu_list(text)

@@ -66,6 +66,14 @@ def serve_command(
     kv_events_topic: Annotated[
         str, typer.Option("--kv-events-topic", help="The topic of each KV event message.")
     ] = "",
+    engine_cpus: Annotated[
+        str | None,
+        typer.Option(
+            "--engine-cpus",
+            help="Run the engine's threads on these CPUs (a list such as 0, 0-3 or 0,2), as"
+            " vLLM binds its own (VLLM_CPU_OMP_THREADS_BIND); default: anywhere.",
+        ),
+    ] = None,
     engine_thread: Annotated[
         bool,
         typer.Option(
@@ -85,6 +93,7 @@ def serve_command(
 
     from pcache.cli.console import stderr
     from pcache.engine.config import torch_device
+    from pcache.engine.cpus import parse_cpu_list
     from pcache.errors import UsageError
     from pcache.serve.app import ServeOptions, build_server, create_app
 
@@ -106,6 +115,7 @@ def serve_command(
         kv_events=kv_events,
         kv_events_topic=kv_events_topic,
         engine_process=not engine_thread,
+        engine_cpus=None if engine_cpus is None else parse_cpu_list(engine_cpus),
     )
     server = build_server(options)
     listener = bind(host, port)

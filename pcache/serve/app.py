@@ -62,6 +62,8 @@ class ServeOptions:
     kv_events: str | None = None  # a ZMQ endpoint to publish vLLM's KV events on
     kv_events_topic: str = ""
     engine_process: bool = False
+    engine_cpus: tuple[int, ...] | None = None
+    """The CPUs the engine's threads run on (`pcache.engine.cpus`); None: anywhere."""
     """Run the engine in a process of its own (`pcache serve`'s default), not in a thread."""
 
 
@@ -102,13 +104,21 @@ def build_server(options: ServeOptions) -> Server:
         from pcache.serve.kv_events import check_endpoint
 
         check_endpoint(options.kv_events)
+    if options.engine_cpus is not None:
+        from pcache.engine.cpus import check_cpus
+
+        check_cpus(options.engine_cpus)
     if options.engine_process:
         from pcache.engine.model_config import resolve_model_config
         from pcache.serve.engine_process import EngineProcess
 
         vocab_size = resolve_model_config(options.model)[0].vocab_size  # a bad model: at once
         starting = EngineProcess.launch(
-            config, options.check_integrity, options.kv_events, options.kv_events_topic
+            config,
+            options.check_integrity,
+            options.kv_events,
+            options.kv_events_topic,
+            options.engine_cpus,
         )
         try:
             codec = TextCodec(options.model, vocab_size)  # while the child loads the weights
@@ -126,7 +136,7 @@ def build_server(options: ServeOptions) -> Server:
 
             publisher = KVEventPublisher(options.kv_events, options.kv_events_topic)
             publisher.open()
-        host = EngineLoop(engine, options.check_integrity, publisher)
+        host = EngineLoop(engine, options.check_integrity, publisher, options.engine_cpus)
         codec = TextCodec(options.model, engine.model_config.vocab_size)
     facts = host.facts
     name = options.served_model_name or options.model

@@ -383,9 +383,17 @@ class EngineLoop:
     """An `EngineCore` in a thread of the server's process; every method but `_run` is called
     from the event loop."""
 
-    def __init__(self, engine: Any, check_integrity: bool, kv_events: Any = None):
-        """`kv_events`: a `KVEventPublisher` (opened, used from now on by this thread only)."""
+    def __init__(
+        self,
+        engine: Any,
+        check_integrity: bool,
+        kv_events: Any = None,
+        cpus: tuple[int, ...] | None = None,
+    ):
+        """`kv_events`: a `KVEventPublisher` (opened, used from now on by this thread only);
+        `cpus`: where the engine's thread runs (`pcache.engine.cpus`)."""
         self.engine = engine
+        self.cpus = cpus
         self.facts = EngineFacts.of(engine)
         self.core = EngineCore(engine, None, check_integrity, kv_events)
         self.metrics: Any = None
@@ -463,7 +471,10 @@ class EngineLoop:
     # -- engine thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
+        from pcache.engine.cpus import bind_to
+
         try:
+            bind_to(self.cpus)
             self._loop()
         finally:
             self.core.close()

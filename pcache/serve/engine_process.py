@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pcache.engine.allocator import ask_for_huge_pages
+from pcache.engine.cpus import bind_to
 from pcache.errors import EngineError, UsageError
 from pcache.serve.api_error import ApiError, error_for_status
 from pcache.serve.engine_loop import (
@@ -120,8 +121,16 @@ class EngineProcess:
         self._switch_interval: float | None = None
 
     @classmethod
-    def launch(cls, config: Any, check_integrity: bool, kv_events: str | None, topic: str):
-        """Start the child and have it load the model; `EngineProcess.ready` waits for it."""
+    def launch(
+        cls,
+        config: Any,
+        check_integrity: bool,
+        kv_events: str | None,
+        topic: str,
+        cpus: tuple[int, ...] | None = None,
+    ):
+        """Start the child and have it load the model (on `cpus`, `pcache.engine.cpus`, if
+        given); `EngineProcess.ready` waits for it."""
         ours, theirs = socket.socketpair()
         package_root = str(Path(__file__).resolve().parents[2])
         path = os.environ.get("PYTHONPATH")
@@ -138,7 +147,7 @@ class EngineProcess:
             theirs.close()
         connection = Connection(ours.detach())
         with contextlib.suppress(OSError):  # a child gone already: `ready` says so
-            connection.send(("start", (config, check_integrity, kv_events, topic)))
+            connection.send(("start", (config, check_integrity, kv_events, topic, cpus)))
         return _Starting(child, connection)
 
     # -- event loop side -----------------------------------------------------------------------
@@ -316,10 +325,11 @@ def _read_commands(connection: Connection, inbox: CommandInbox) -> None:
 
 def _start(connection: Connection) -> EngineCore | None:
     """Load the engine the server asked for; tell the server it is ready, or why not."""
-    kind, (config, check_integrity, kv_events, topic) = connection.recv()
+    kind, (config, check_integrity, kv_events, topic, cpus) = connection.recv()
     assert kind == "start", kind
     publisher = None
     try:
+        bind_to(cpus)  # before torch starts any thread
         from pcache.engine.engine import Engine
 
         engine = Engine(config)
