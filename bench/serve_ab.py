@@ -6,9 +6,10 @@ every dataset, then B (the order flips every round, so neither always runs first
 whose load drifts); the prefix cache is reset before every run; both are stopped by their
 PIDs at the end. Same model directory, model threads, block size and datasets as
 `bench/vllm_side_by_side.sh`; both engines' model threads are bound to the same CPUs
-(vLLM's VLLM_CPU_OMP_THREADS_BIND, pcache's --engine-cpus). Prints every run's TTFT p50, TPOT p50, ITL p50, output
-throughput and prefix-cache hits/queries with the load average, then per side and dataset the
-medians over the rounds with their spread (min-max), and B's medians over A's.
+(vLLM's VLLM_CPU_OMP_THREADS_BIND, pcache's --engine-cpus). Prints every run's TTFT p50,
+TPOT p50, ITL p50, output throughput and prefix-cache hits/queries with the load average,
+then per side and dataset the medians over the rounds with their spread (min-max), and B's
+medians over A's.
 
 Usage:
     python bench/serve_ab.py A_ROOT B_ROOT [--rounds 3] [--datasets random prefix_repetition]
