@@ -5,8 +5,8 @@ Both servers are started once, each waited for, and kept up; each round then ben
 every dataset, then B (the order flips every round, so neither always runs first on a machine
 whose load drifts); the prefix cache is reset before every run; both are stopped by their
 PIDs at the end. Same model directory, model threads, block size and datasets as
-`bench/vllm_side_by_side.sh`; both engines' model threads are bound to the same CPUs
-(vLLM's VLLM_CPU_OMP_THREADS_BIND, pcache's --engine-cpus). Prints every run's TTFT p50,
+`bench/vllm_side_by_side.sh`; vLLM's model threads are bound to the first CPUs
+(VLLM_CPU_OMP_THREADS_BIND), pcache's too with `--engine-cpus`. Prints every run's TTFT p50,
 TPOT p50, ITL p50, output throughput and prefix-cache hits/queries with the load average,
 then per side and dataset the medians over the rounds with their spread (min-max), and B's
 medians over A's.
@@ -71,8 +71,8 @@ class Side:
 
 
 def bound_cpus(threads: int) -> str:
-    """The CPUs both engines' model threads are bound to: vLLM's VLLM_CPU_OMP_THREADS_BIND,
-    pcache's --engine-cpus (a checkout without that option runs its engine unbound)."""
+    """The CPUs vLLM's model threads are bound to (VLLM_CPU_OMP_THREADS_BIND), and pcache's
+    with `--engine-cpus` (a checkout without that option runs its engine unbound)."""
     return "0" if threads == 1 else f"0-{threads - 1}"
 
 
@@ -100,7 +100,7 @@ def start_side(label: str, spec: str, args, model: str, out: Path, stack: ExitSt
     env["OMP_NUM_THREADS"] = str(args.threads)
     command = [sys.executable, "-m", "pcache", "serve", "--model", model, "--port", str(port)]
     command += ["--block-size", "32", "--kv-cache-tokens", "65536"]
-    if "--engine-cpus" in (root / "pcache/cli/serve.py").read_text():
+    if args.engine_cpus and "--engine-cpus" in (root / "pcache/cli/serve.py").read_text():
         command += ["--engine-cpus", bound_cpus(args.threads)]  # where vLLM binds its threads
     stream = stack.enter_context(open(log, "w"))  # noqa: SIM115 (the stack closes it)
     child = subprocess.Popen(command, cwd=root, env=env, stdout=stream, stderr=stream)
@@ -168,6 +168,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--venv", default=os.environ.get("PCACHE_VLLM_VENV", "/work/vllm-venv"))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--engine-cpus", action="store_true", help="bind pcache's engine as vLLM's is bound"
+    )
     parser.add_argument("--model", default=None, help="default: bench-llama with a tokenizer")
     parser.add_argument("--out", type=Path, default=None)
 

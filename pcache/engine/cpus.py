@@ -1,10 +1,13 @@
 """The CPUs an engine's threads run on (`--engine-cpus`), as Linux's CPU lists write them.
 
-vLLM's CPU build binds its model threads to cores (`VLLM_CPU_OMP_THREADS_BIND`); an engine
-left to the scheduler moves between cores and shares them with its server and clients. With
-one model thread and `vllm bench serve` on the same two cores, prefix-repetition's TTFT p50
-was 44.8 and 45.9 ms with the engine's process on core 0 against 48.2 and 48.6 ms free (two
-runs each, one server, pinned and unpinned in turn).
+vLLM's CPU build binds its model threads to cores (`VLLM_CPU_OMP_THREADS_BIND`); this does
+the same for pcache's engine, for machines whose cores are dedicated to it. Where the server,
+its clients and other processes share the same few cores, binding is not a gain: on two
+cores with `vllm bench serve` and one model thread, prefix-repetition's TTFT p50 was 44.8
+and 45.9 ms with the engine's process on core 0 against 48.2 and 48.6 ms unbound (one
+server, in turn), but beside a vLLM server bound to the same core, `bench/serve_ab.py
+--engine-cpus` measured the bound engine's TTFT p50 1.12x, 0.99x and 1.08x of vLLM's
+(random, prefix-repetition, random-prefix) where the unbound one was 0.99x, 1.01x, 1.00x.
 """
 
 from __future__ import annotations
