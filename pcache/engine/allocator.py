@@ -23,7 +23,6 @@ allocation, so it counts only in a process that has not imported torch yet.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 from collections.abc import MutableMapping
@@ -52,6 +51,8 @@ def keep_freed_memory() -> bool:
 def _set_thresholds() -> bool:
     if not sys.platform.startswith("linux"):
         return False
+    import ctypes  # here: every command imports this module at start
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

@@ -62,9 +62,9 @@ class ServeOptions:
     kv_events: str | None = None  # a ZMQ endpoint to publish vLLM's KV events on
     kv_events_topic: str = ""
     engine_process: bool = False
+    """Run the engine in a process of its own (`pcache serve`'s default), not in a thread."""
     engine_cpus: tuple[int, ...] | None = None
     """The CPUs the engine's threads run on (`pcache.engine.cpus`); None: anywhere."""
-    """Run the engine in a process of its own (`pcache serve`'s default), not in a thread."""
 
 
 @dataclass(slots=True)
@@ -77,9 +77,12 @@ class Server:
     engine: Any
     """The `Engine` when it runs in a thread of this process, else None."""
     engine_loop: EngineLoop | EngineProcess
-    facts: EngineFacts
     metrics: ServerMetrics
     codec: TextCodec
+
+    @property
+    def facts(self) -> EngineFacts:
+        return self.engine_loop.facts
 
 
 def build_server(options: ServeOptions) -> Server:
@@ -154,7 +157,7 @@ def build_server(options: ServeOptions) -> Server:
         },
     )
     host.bind(metrics, options.max_waiting)
-    return Server(options, name, engine, host, facts, metrics, codec)
+    return Server(options, name, engine, host, metrics, codec)
 
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -346,13 +346,17 @@ class CommandInbox:
             self.adds_put += kind == "add"
             self.condition.notify()
 
-    def stop(self) -> list[tuple[str, Any]]:
-        """Stop taking commands; returns those never taken."""
+    def stop(self) -> None:
+        """Stop taking commands (`take` gives None from now on)."""
         with self.condition:
             self.stopping = True
+            self.condition.notify()
+
+    def drain(self) -> list[tuple[str, Any]]:
+        """The commands never taken."""
+        with self.condition:
             left = list(self.commands)
             self.commands.clear()
-            self.condition.notify()
         return left
 
     @property
@@ -373,10 +377,21 @@ class CommandInbox:
             return commands
 
 
-def next_commands(inbox: CommandInbox, core: EngineCore) -> list[tuple[str, Any]] | None:
-    """What the engine's thread applies next, waiting for it while nothing is unfinished;
-    None once stopping."""
-    return inbox.take(busy=core.engine.has_unfinished_requests())
+class SwitchInterval:
+    """The interpreter's thread switch interval, shortened to `SWITCH_INTERVAL_S` while an
+    engine's host runs and given back when it stops."""
+
+    def __init__(self) -> None:
+        self._saved: float | None = None
+
+    def shorten(self) -> None:
+        self._saved = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._saved, SWITCH_INTERVAL_S))
+
+    def restore(self) -> None:
+        if self._saved is not None:
+            sys.setswitchinterval(self._saved)
+            self._saved = None
 
 
 class EngineLoop:
@@ -401,7 +416,7 @@ class EngineLoop:
         self.inbox = CommandInbox()
         self.streams = Streams()
         self._thread = threading.Thread(target=self._run, name="pcache-engine", daemon=True)
-        self._switch_interval: float | None = None
+        self._switch_interval = SwitchInterval()
 
     # -- event loop side -----------------------------------------------------------------------
 
@@ -411,18 +426,13 @@ class EngineLoop:
         self.max_waiting = max_waiting
 
     def start(self) -> None:
-        self._switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
+        self._switch_interval.shorten()
         self._thread.start()
 
     def stop(self) -> None:
-        with self.inbox.condition:
-            self.inbox.stopping = True
-            self.inbox.condition.notify()
+        self.inbox.stop()
         self._thread.join(timeout=30)
-        if self._switch_interval is not None:
-            sys.setswitchinterval(self._switch_interval)
-            self._switch_interval = None
+        self._switch_interval.restore()
 
     @property
     def sampler(self) -> GuardedSampler:
@@ -482,15 +492,16 @@ class EngineLoop:
     def _loop(self) -> None:
         core = self.core
         while True:
-            commands = next_commands(self.inbox, core)
+            commands = self.inbox.take(busy=core.engine.has_unfinished_requests())
             if commands is None:
                 break
-            self.streams.deliver(core.turn(commands, _answer_reset))
+            self.streams.deliver(core.turn(commands, answer_reset))
             if core.failure is not None:
                 break
-        for kind, argument in self.inbox.stop():
+        self.inbox.stop()
+        for kind, argument in self.inbox.drain():
             if kind == "reset":
-                _answer_reset(argument, False)
+                answer_reset(argument, False)
         self.streams.fail_all(SHUTTING_DOWN)
 
 
@@ -525,7 +536,8 @@ def _put_all(items: list[tuple[asyncio.Queue, Any]]) -> None:
         queue.put_nowait(event)
 
 
-def _answer_reset(future: asyncio.Future, done: bool) -> None:
+def answer_reset(future: asyncio.Future, done: bool) -> None:
+    """Answer a reset's future from any thread."""
     with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
         future.get_loop().call_soon_threadsafe(_set_result, future, done)
 

@@ -43,8 +43,9 @@ from pcache.serve.engine_loop import (
     EngineFacts,
     Streams,
     Submission,
+    SwitchInterval,
+    answer_reset,
     check_admission,
-    next_commands,
 )
 
 STOP_TIMEOUT_S = 30.0
@@ -118,7 +119,7 @@ class EngineProcess:
         self._resets: dict[int, asyncio.Future] = {}
         self._reset_ids = itertools.count()
         self._reader = threading.Thread(target=self._read, name="pcache-engine-reader", daemon=True)
-        self._switch_interval: float | None = None
+        self._switch_interval = SwitchInterval()
 
     @classmethod
     def launch(
@@ -157,8 +158,7 @@ class EngineProcess:
         self.metrics, self.max_waiting = metrics, max_waiting
 
     def start(self) -> None:
-        self._switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
+        self._switch_interval.shorten()
         self._reader.start()
 
     def stop(self) -> None:
@@ -170,9 +170,7 @@ class EngineProcess:
         _end(self._child, self._connection)
         self.streams.fail_all(SHUTTING_DOWN)
         self._answer_resets()
-        if self._switch_interval is not None:
-            sys.setswitchinterval(self._switch_interval)
-            self._switch_interval = None
+        self._switch_interval.restore()
 
     @property
     def healthy(self) -> bool:
@@ -237,7 +235,7 @@ class EngineProcess:
                 token, done = argument
                 future = self._resets.pop(token, None)
                 if future is not None:
-                    _resolve(future, done)
+                    answer_reset(future, done)
             else:
                 assert kind == "failed", kind
                 self.failure = argument
@@ -252,10 +250,9 @@ class EngineProcess:
             self._answer_resets()
 
     def _answer_resets(self) -> None:
-        for token in list(self._resets):
-            future = self._resets.pop(token, None)
-            if future is not None:
-                _resolve(future, False)
+        """Every reset still waiting is answered False (nothing was reset)."""
+        while self._resets:
+            answer_reset(self._resets.popitem()[1], False)
 
 
 class _Starting:
@@ -284,15 +281,6 @@ class _Starting:
         """Give up on the child (the server could not start): it is killed."""
         self.child.kill()
         _end(self.child, self.connection)
-
-
-def _resolve(future: asyncio.Future, done: bool) -> None:
-    def set_result() -> None:
-        if not future.done():
-            future.set_result(done)
-
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-        future.get_loop().call_soon_threadsafe(set_result)
 
 
 def _end(child: subprocess.Popen, connection: Connection) -> None:
@@ -359,7 +347,7 @@ def _serve(connection: Connection, core: EngineCore) -> None:
         connection.send(("reset", (token, done)))
 
     while True:
-        commands = next_commands(inbox, core)
+        commands = inbox.take(busy=engine.has_unfinished_requests())
         if commands is None:
             return
         deliveries = core.turn(commands, answer_reset)
