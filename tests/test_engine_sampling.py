@@ -1,6 +1,9 @@
-"""The two-level inverse transform of `draw`: the index the whole float64 cumulative sum gives."""
+"""The two-level inverse transform of `draw`: the index the whole float64 cumulative sum gives,
+but where the number lies within float32 block sums' rounding of a boundary."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -8,7 +11,13 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from pcache.engine.sampling import DRAW_BLOCK, cumulative_index, draw  # noqa: E402
+from pcache.engine.sampling import (  # noqa: E402
+    DRAW_BLOCK,
+    Sampler,
+    cumulative_index,
+    draw,
+    greedy_tokens,
+)
 
 
 def whole_cumulative_index(probabilities, uniform):
@@ -45,7 +54,7 @@ def test_two_levels_find_the_whole_cumulative_sums_index(vocab, rows, seed, shap
         if got != expected:  # only where the number sits on a boundary, up to rounding
             target = float(uniform[row] * cumulative[row, -1])
             boundary = float(cumulative[row, min(got, expected)])
-            assert abs(boundary - target) <= 1e-12 * float(cumulative[row, -1])
+            assert abs(boundary - target) <= 2**-20 * float(cumulative[row, -1])
         assert float(probabilities[row, got]) > 0 or float(probabilities[row].max()) == 0
 
 
@@ -77,3 +86,34 @@ def test_wide_draws_follow_the_probabilities():
     )
     for column, p in chosen.items():  # within 5 standard deviations of its expectation
         assert abs(int(counts[column]) - 4000 * p) <= 5 * (4000 * p * (1 - p)) ** 0.5
+
+
+def test_sampled_logits_follow_their_softmax():
+    """The sampler draws from exp(logit - max) unnormalized: the frequencies are the softmax's."""
+    vocab = 5 * DRAW_BLOCK + 11
+    chosen = {7: 0.1, DRAW_BLOCK + 1: 0.2, 3 * DRAW_BLOCK: 0.3, vocab - 2: 0.4}
+    logits = torch.full((4000, vocab), -torch.inf)
+    for column, p in chosen.items():
+        logits[:, column] = math.log(p) + 40.0  # far from 0: the weights are not probabilities
+    drawn = torch.tensor(Sampler(0, torch.device("cpu"))(logits, [1.0] * 4000))
+    counts = torch.bincount(drawn, minlength=vocab)
+    assert set(torch.nonzero(counts).flatten().tolist()) <= set(chosen)
+    for column, p in chosen.items():  # within 5 standard deviations of its expectation
+        assert abs(int(counts[column]) - 4000 * p) <= 5 * (4000 * p * (1 - p)) ** 0.5
+
+
+LOGIT = st.sampled_from([0.0, 1.0, -1.0, 2.5, math.inf, -math.inf, math.nan])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.lists(st.lists(LOGIT, min_size=6, max_size=6), min_size=1, max_size=5),
+    dtype=st.sampled_from(["float32", "float64", "bfloat16"]),
+    transposed=st.booleans(),
+)
+def test_greedy_tokens_are_torchs_argmax(rows, dtype, transposed):
+    """Ties to the first, a NaN as the largest, any layout and dtype: argmax's answer."""
+    logits = torch.tensor(rows, dtype=getattr(torch, dtype))
+    if transposed:
+        logits = logits.t().contiguous().t()
+    assert greedy_tokens(logits).tolist() == logits.argmax(dim=-1).tolist()

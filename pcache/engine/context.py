@@ -28,6 +28,9 @@ class AttentionMetadata:
     """The torch backend's decode mask, built by the first layer and read by the others."""
     key_slots: Any = None
     """The torch backend's decode key slots (`decode_key_slots`), built with `key_mask`."""
+    causal_masks: Any = None
+    """The torch backend's prefill masks by (query length, keys), built by the first layer
+    that needs each (`paged_attention_reference`'s `masks`)."""
 
     @property
     def is_decode(self) -> bool:

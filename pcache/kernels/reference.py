@@ -93,12 +93,14 @@ def paged_attention_reference(
     seq_lens: list[int],
     block_table: torch.Tensor,
     scale: float,
+    masks: dict[tuple[int, int], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Causal attention of each sequence's new queries over its cached + new keys.
 
     query [tokens, heads, head_dim]; caches [num_blocks, block_size, kv_heads, head_dim];
     block_table [sequences, max_blocks]. Query j of a sequence with q new tokens and s keys
-    sits at position s - q + j and sees keys 0 .. s - q + j.
+    sits at position s - q + j and sees keys 0 .. s - q + j. `masks`, where given, keeps
+    each (q, s)'s mask (`causal_mask`) for the calls after (the other layers of a step).
     """
     block_size = k_cache.shape[1]
     out = torch.empty_like(query)
@@ -109,7 +111,12 @@ def paged_attention_reference(
         keys = gather_pages(k_cache, block_ids, seq_len)
         values = gather_pages(v_cache, block_ids, seq_len)
         end = start + query_len
-        out[start:end] = attend(query[start:end], keys, values, scale)
+        mask = None
+        if masks is not None and 1 < query_len < seq_len:
+            mask = masks.get((query_len, seq_len))
+            if mask is None:
+                mask = masks[query_len, seq_len] = causal_mask(query_len, seq_len, query)
+        out[start:end] = attend(query[start:end], keys, values, scale, mask)
         start = end
     return out
 
@@ -138,8 +145,25 @@ def varlen_attention(
     return out
 
 
-def attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float):
-    """SDPA of [q, heads, d] over [s, kv_heads, d] with the causal offset s - q."""
+def causal_mask(query_len: int, seq_len: int, like: torch.Tensor) -> torch.Tensor:
+    """[query_len, seq_len], additive, in `like`'s dtype and device: 0 where query j (at
+    position seq_len - query_len + j) sees key i (i <= that position), -inf elsewhere. The
+    form SDPA adds to the scores as it is; a boolean mask it converts to this on every call."""
+    rows = torch.arange(query_len, device=like.device)[:, None] + (seq_len - query_len)
+    hidden = torch.arange(seq_len, device=like.device)[None, :] > rows
+    mask = torch.zeros((query_len, seq_len), dtype=like.dtype, device=like.device)
+    return mask.masked_fill_(hidden, float("-inf"))
+
+
+def attend(
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    scale: float,
+    mask: torch.Tensor | None = None,
+):
+    """SDPA of [q, heads, d] over [s, kv_heads, d] with the causal offset s - q; `mask`, where
+    given, is that offset's `causal_mask`."""
     query_len, seq_len = query.shape[0], keys.shape[0]
     # [1, heads, tokens, head_dim]: the layout SDPA's fused CPU and GPU kernels take
     q, k, v = (x.transpose(0, 1).unsqueeze(0) for x in (query, keys, values))
@@ -148,8 +172,8 @@ def attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale:
         causal = query_len > 1
         out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
     else:
-        offset = seq_len - query_len
-        rows = torch.arange(query_len, device=query.device)[:, None] + offset
-        mask = torch.arange(seq_len, device=query.device)[None, :] <= rows
+        if mask is None:
+            mask = causal_mask(query_len, seq_len, query)
+        assert mask.shape == (query_len, seq_len)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
     return out.squeeze(0).transpose(0, 1)
