@@ -194,9 +194,17 @@ def measured(replay: dict) -> dict:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free loopback ports: each probe stays bound until all are chosen, so
+    two calls in a row cannot hand out the same port twice."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 def stop(child: subprocess.Popen) -> None:
@@ -257,11 +265,11 @@ def router_workers(url: str) -> list[str]:
 def router(venv: Path, policy: str, workers: list[str], log: Path):
     """sglang-router (`--policy policy`) over `workers`: its base URL and its workers in its
     own order."""
-    port = free_port()
+    port, metrics_port = free_ports(2)  # distinct: the router binds both
     command = [
         str(venv / "bin" / "python"), "-m", "sglang_router.launch_router",
         "--host", "127.0.0.1", "--port", str(port),
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port),
         "--policy", policy, "--worker-urls", *workers,
     ]  # fmt: skip
     with log.open("wb") as sink:
