@@ -63,8 +63,6 @@ class TorchBackend(Backend):
     def attend(self, query, k_cache, v_cache, metadata: AttentionMetadata, scale: float):
         from pcache.kernels.reference import paged_attention_reference
 
-        if metadata.causal_masks is None:  # once per step, shared by every layer
-            metadata.causal_masks = {}
         return paged_attention_reference(
             query,
             k_cache,
@@ -73,7 +71,7 @@ class TorchBackend(Backend):
             metadata.seq_lens_list,
             metadata.block_table,
             scale,
-            masks=metadata.causal_masks,
+            masks=metadata.causal_masks,  # once per step, shared by every layer
         )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -28,7 +28,7 @@ class AttentionMetadata:
     """The torch backend's decode mask, built by the first layer and read by the others."""
     key_slots: Any = None
     """The torch backend's decode key slots (`decode_key_slots`), built with `key_mask`."""
-    causal_masks: Any = None
+    causal_masks: dict = field(default_factory=dict)
     """The torch backend's prefill masks by (query length, keys), built by the first layer
     that needs each (`paged_attention_reference`'s `masks`)."""
 

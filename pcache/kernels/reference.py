@@ -111,12 +111,7 @@ def paged_attention_reference(
         keys = gather_pages(k_cache, block_ids, seq_len)
         values = gather_pages(v_cache, block_ids, seq_len)
         end = start + query_len
-        mask = None
-        if masks is not None and 1 < query_len < seq_len:
-            mask = masks.get((query_len, seq_len))
-            if mask is None:
-                mask = masks[query_len, seq_len] = causal_mask(query_len, seq_len, query)
-        out[start:end] = attend(query[start:end], keys, values, scale, mask)
+        out[start:end] = attend(query[start:end], keys, values, scale, masks)
         start = end
     return out
 
@@ -160,10 +155,10 @@ def attend(
     keys: torch.Tensor,
     values: torch.Tensor,
     scale: float,
-    mask: torch.Tensor | None = None,
+    masks: dict[tuple[int, int], torch.Tensor] | None = None,
 ):
-    """SDPA of [q, heads, d] over [s, kv_heads, d] with the causal offset s - q; `mask`, where
-    given, is that offset's `causal_mask`."""
+    """SDPA of [q, heads, d] over [s, kv_heads, d] with the causal offset s - q; `masks`, where
+    given, keeps the offset's `causal_mask` by (q, s) for the calls after."""
     query_len, seq_len = query.shape[0], keys.shape[0]
     # [1, heads, tokens, head_dim]: the layout SDPA's fused CPU and GPU kernels take
     q, k, v = (x.transpose(0, 1).unsqueeze(0) for x in (query, keys, values))
@@ -172,8 +167,10 @@ def attend(
         causal = query_len > 1
         out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
     else:
+        mask = None if masks is None else masks.get((query_len, seq_len))
         if mask is None:
             mask = causal_mask(query_len, seq_len, query)
-        assert mask.shape == (query_len, seq_len)
+            if masks is not None:
+                masks[query_len, seq_len] = mask
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
     return out.squeeze(0).transpose(0, 1)

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pcache.engine.cpus import bind_to
 from pcache.engine.limits import RequestLimits
 from pcache.errors import EngineError
 from pcache.serve.api_error import ApiError, error_for_status
@@ -481,8 +482,6 @@ class EngineLoop:
     # -- engine thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
-        from pcache.engine.cpus import bind_to
-
         try:
             bind_to(self.cpus)
             self._loop()

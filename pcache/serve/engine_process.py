@@ -343,14 +343,14 @@ def _serve(connection: Connection, core: EngineCore) -> None:
     reader = threading.Thread(target=_read_commands, args=(connection, inbox), daemon=True)
     reader.start()
 
-    def answer_reset(token: int, done: bool) -> None:
+    def send_reset_answer(token: int, done: bool) -> None:
         connection.send(("reset", (token, done)))
 
     while True:
         commands = inbox.take(busy=engine.has_unfinished_requests())
         if commands is None:
             return
-        deliveries = core.turn(commands, answer_reset)
+        deliveries = core.turn(commands, send_reset_answer)
         state = (core.num_running, core.num_waiting, inbox.adds_taken, engine.kv_manager.usage)
         connection.send(("turn", (deliveries, core.metrics.take(), *state)))
         if core.failure is not None:
