@@ -92,11 +92,11 @@ def poison_the_model(engine: Engine, poison: int = POISON) -> list[int]:
     original = model.forward
     failures: list[int] = []
 
-    def forward(input_ids, positions):
+    def forward(input_ids, positions, output_rows=None):
         if bool((input_ids == poison).any()):
             failures.append(len(input_ids))
             raise RuntimeError("injected fault")
-        return original(input_ids, positions)
+        return original(input_ids, positions, output_rows)
 
     model.forward = forward
     return failures

@@ -18,6 +18,14 @@ class Backend:
         self.store(key, value, k_cache, v_cache, metadata)
         return self.attend(query, k_cache, v_cache, metadata, scale)
 
+    def forward_outputs(self, query, key, value, k_cache, v_cache, metadata, scale):
+        """Store every new token's K/V, then attend only for `query`, the output rows' queries
+        (`metadata.outputs`: one per sampling sequence, over all of its keys)."""
+        self.store(key, value, k_cache, v_cache, metadata)
+        if query.shape[0] == 0:  # no row of this step samples: nothing reads the output
+            return query
+        return self.attend(query, k_cache, v_cache, metadata.outputs, scale)
+
     def store(self, key, value, k_cache, v_cache, metadata: AttentionMetadata) -> None:
         raise NotImplementedError
 
@@ -30,7 +38,8 @@ class TorchBackend(Backend):
 
     A step in which no sequence has a cached prefix (every key is one of this step's new
     tokens) attends over the new K/V as computed, contiguous, instead of gathering pages; a
-    decode step of several sequences attends in one masked call over their padded pages.
+    decode step of several sequences (or the output rows of a step, `forward_outputs`)
+    attends in one masked call over their padded pages.
     """
 
     name = "torch"
@@ -41,8 +50,17 @@ class TorchBackend(Backend):
         if not metadata.has_cached_prefix:
             self.store(key, value, k_cache, v_cache, metadata)
             return reference.varlen_attention(query, key, value, metadata.query_lens_list, scale)
+        return super().forward(query, key, value, k_cache, v_cache, metadata, scale)
+
+    def store(self, key, value, k_cache, v_cache, metadata: AttentionMetadata) -> None:
+        # the runner maps every new token to a real slot (no -1 padding on this path)
+        k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, metadata.slot_mapping, key)
+        v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, metadata.slot_mapping, value)
+
+    def attend(self, query, k_cache, v_cache, metadata: AttentionMetadata, scale: float):
+        from pcache.kernels import reference
+
         if metadata.is_decode and len(metadata.seq_lens_list) > 1:
-            self.store(key, value, k_cache, v_cache, metadata)
             if metadata.key_mask is None:  # once per step, shared by every layer
                 block_size = k_cache.shape[1]
                 num_keys = metadata.block_table.shape[1] * block_size
@@ -53,17 +71,7 @@ class TorchBackend(Backend):
             return reference.decode_attention(
                 query, k_cache, v_cache, metadata.key_slots, metadata.key_mask, scale
             )
-        return super().forward(query, key, value, k_cache, v_cache, metadata, scale)
-
-    def store(self, key, value, k_cache, v_cache, metadata: AttentionMetadata) -> None:
-        # the runner maps every new token to a real slot (no -1 padding on this path)
-        k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, metadata.slot_mapping, key)
-        v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, metadata.slot_mapping, value)
-
-    def attend(self, query, k_cache, v_cache, metadata: AttentionMetadata, scale: float):
-        from pcache.kernels.reference import paged_attention_reference
-
-        return paged_attention_reference(
+        return reference.paged_attention_reference(
             query,
             k_cache,
             v_cache,
@@ -118,5 +126,15 @@ class Attention(nn.Module):
     def forward(self, query, key, value) -> torch.Tensor:
         metadata = get_context()
         return metadata.backend.forward(
+            query, key, value, self.k_cache, self.v_cache, metadata, self.scale
+        )
+
+    def forward_outputs(self, query, key, value) -> torch.Tensor:
+        """Every new token's K/V into the cache; attention for the output rows' queries only
+        (`query`, in the order of `AttentionMetadata.outputs`)."""
+        metadata = get_context()
+        outputs = metadata.outputs
+        assert query.shape[0] == (0 if outputs is None else outputs.num_sequences)
+        return metadata.backend.forward_outputs(
             query, key, value, self.k_cache, self.v_cache, metadata, self.scale
         )

@@ -31,6 +31,15 @@ class AttentionMetadata:
     causal_masks: dict = field(default_factory=dict)
     """The torch backend's prefill masks by (query length, keys), built by the first layer
     that needs each (`paged_attention_reference`'s `masks`)."""
+    outputs: AttentionMetadata | None = None
+    """The step's output rows (the last row of each sequence that samples) as a decode step,
+    one query per sequence over all its keys; set where some rows do not sample. The last
+    layer stores every row's K/V but attends only for these (`Attention.forward_outputs`);
+    None where no row samples (the last layer then only stores K/V)."""
+
+    @property
+    def num_sequences(self) -> int:
+        return len(self.seq_lens_list)
 
     @property
     def is_decode(self) -> bool:

@@ -123,22 +123,38 @@ class ModelRunner:
             seq_lens_list=seq_lens,
             backend=self.backend,
         )
-        last_rows = [cu_seqlens_q[i + 1] - 1 for i, item in enumerate(batch) if item.samples]
-        return tensor(input_ids, torch.int64), tensor(positions, torch.int64), metadata, last_rows
+        # the output rows: the last row of each sequence that samples (a decode step: all)
+        sampling = [index for index, item in enumerate(batch) if item.samples]
+        output_rows = None
+        if len(sampling) < len(input_ids):
+            last_rows = [cu_seqlens_q[index + 1] - 1 for index in sampling]
+            output_rows = tensor(last_rows, torch.int64)
+            if sampling:
+                metadata.outputs = AttentionMetadata(
+                    cu_seqlens_q=tensor(list(range(len(sampling) + 1)), torch.int32),
+                    seq_lens=metadata.seq_lens[sampling],
+                    block_table=metadata.block_table[sampling],
+                    slot_mapping=metadata.slot_mapping[output_rows],
+                    max_seqlen_q=1,
+                    max_seqlen_k=max(seq_lens[index] for index in sampling),
+                    query_lens_list=[1] * len(sampling),
+                    seq_lens_list=[seq_lens[index] for index in sampling],
+                    backend=self.backend,
+                )
+        inputs = tensor(input_ids, torch.int64), tensor(positions, torch.int64)
+        return inputs, metadata, output_rows
 
     @torch.inference_mode()
     def run(self, batch: list[ScheduledSequence]) -> list[int]:
         """One forward pass; returns the sampled token of every sequence that samples."""
-        input_ids, positions, metadata, last_rows = self.prepare(batch)
+        (input_ids, positions), metadata, output_rows = self.prepare(batch)
         set_context(metadata)
         try:
-            hidden = self.model(input_ids, positions)
+            hidden = self.model(input_ids, positions, output_rows)
         finally:
             reset_context()
-        if not last_rows:
+        if hidden.shape[0] == 0:
             return []
-        if len(last_rows) < hidden.shape[0]:  # a decode step samples every row: no gather
-            hidden = hidden[last_rows]
         logits = self.model.compute_logits(hidden)
         sampling = [item.sequence for item in batch if item.samples]
         if self.config.record_logits:

@@ -45,7 +45,15 @@ class DecoderAttention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if config.has_qk_norm else None
         self.attn = Attention(self.num_heads, self.num_kv_heads, self.head_dim)
 
-    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        output_rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attention output of every row, or of `output_rows` alone (every row's K/V is
+        stored either way)."""
         num_tokens = hidden.shape[0]
         qkv = self.qkv_proj(hidden)
         # q and k side by side as one [tokens, heads + kv_heads, head_dim] view: one norm pass
@@ -56,8 +64,11 @@ class DecoderAttention(nn.Module):
         if self.q_norm is not None:
             qk = head_rms_norm(qk, self.num_heads, self.q_norm, self.k_norm)
         q, k = apply_rotary(qk, cos, sin).split([self.num_heads, self.num_kv_heads], dim=1)
-        out = self.attn(q, k, v)
-        return self.o_proj(out.reshape(num_tokens, self.q_size))
+        if output_rows is None:
+            out = self.attn(q, k, v)
+        else:
+            out = self.attn.forward_outputs(torch.index_select(q, 0, output_rows), k, v)
+        return self.o_proj(out.reshape(out.shape[0], self.q_size))
 
 
 class DecoderLayer(nn.Module):
@@ -70,9 +81,20 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = GatedMLP(config.hidden_size, config.intermediate_size, config.mlp_bias)
 
-    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        hidden: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        output_rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The next hidden states of every row, or of `output_rows` alone: the rest of this
+        layer's work for the other rows (all but their K/V) is skipped."""
+        attended = self.self_attn(self.input_layernorm(hidden), cos, sin, output_rows)
+        if output_rows is not None:
+            hidden = torch.index_select(hidden, 0, output_rows)
         # the residual stream is this forward pass's own tensor: add to it in place
-        hidden.add_(self.self_attn(self.input_layernorm(hidden), cos, sin))
+        hidden.add_(attended)
         return hidden.add_(self.mlp(self.post_attention_layernorm(hidden)))
 
 
@@ -100,12 +122,27 @@ class CausalLM(nn.Module):
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        output_rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Final hidden states of every row, or of `output_rows` alone (the rows whose logits
+        are wanted, `AttentionMetadata.outputs` their attention metadata).
+
+        The other rows' hidden states matter only through the K/V they give later layers;
+        the last layer gives none, so it computes them for the output rows alone: every row's
+        K/V is stored, then one query per sampling sequence attends, and the output
+        projection and MLP run on those rows. A prefill of n tokens does 1/num_layers less
+        of the layers' work, and its output rows get the same sums as the full pass does
+        (the attention kernel and the matrix products see other shapes: float rounding)."""
         hidden = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary(positions, hidden.dtype)
-        for layer in self.model.layers:
+        *layers, last = self.model.layers
+        for layer in layers:
             hidden = layer(hidden, cos, sin)
-        return self.model.norm(hidden)
+        return self.model.norm(last(hidden, cos, sin, output_rows))
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits through oneDNN's reordered copy of the output projection where it applies
