@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from pcache.engine.attention import Attention
 from pcache.engine.model_config import ModelConfig
@@ -46,12 +46,8 @@ class DecoderAttention(nn.Module):
         self.attn = Attention(self.num_heads, self.num_kv_heads, self.head_dim)
 
     def forward(
-        self,
-        hidden: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        output_rows: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        self, hidden: Tensor, cos: Tensor, sin: Tensor, output_rows: Tensor | None = None
+    ) -> Tensor:
         """Attention output of every row, or of `output_rows` alone (every row's K/V is
         stored either way)."""
         num_tokens = hidden.shape[0]
@@ -82,12 +78,8 @@ class DecoderLayer(nn.Module):
         self.mlp = GatedMLP(config.hidden_size, config.intermediate_size, config.mlp_bias)
 
     def forward(
-        self,
-        hidden: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        output_rows: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        self, hidden: Tensor, cos: Tensor, sin: Tensor, output_rows: Tensor | None = None
+    ) -> Tensor:
         """The next hidden states of every row, or of `output_rows` alone: the rest of this
         layer's work for the other rows (all but their K/V) is skipped."""
         attended = self.self_attn(self.input_layernorm(hidden), cos, sin, output_rows)
@@ -124,10 +116,10 @@ class CausalLM(nn.Module):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        output_rows: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        input_ids: Tensor,
+        positions: Tensor,
+        output_rows: Tensor | None = None,
+    ) -> Tensor:
         """Final hidden states of every row, or of `output_rows` alone (the rows whose logits
         are wanted, `AttentionMetadata.outputs` their attention metadata).
 
@@ -144,7 +136,7 @@ class CausalLM(nn.Module):
             hidden = layer(hidden, cos, sin)
         return self.model.norm(last(hidden, cos, sin, output_rows))
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def compute_logits(self, hidden: Tensor) -> Tensor:
         """Logits through oneDNN's reordered copy of the output projection where it applies
         (fp32 on the CPU, `onednn_linear.py`); else, for a few rows (a decode step), as
         weight @ hidden^T: the CPU BLAS reads the [vocab, hidden] weight row by row then,
