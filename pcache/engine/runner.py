@@ -127,20 +127,9 @@ class ModelRunner:
         sampling = [index for index, item in enumerate(batch) if item.samples]
         output_rows = None
         if len(sampling) < len(input_ids):
-            last_rows = [cu_seqlens_q[index + 1] - 1 for index in sampling]
-            output_rows = tensor(last_rows, torch.int64)
+            output_rows = tensor([cu_seqlens_q[index + 1] - 1 for index in sampling], torch.int64)
             if sampling:
-                metadata.outputs = AttentionMetadata(
-                    cu_seqlens_q=tensor(list(range(len(sampling) + 1)), torch.int32),
-                    seq_lens=metadata.seq_lens[sampling],
-                    block_table=metadata.block_table[sampling],
-                    slot_mapping=metadata.slot_mapping[output_rows],
-                    max_seqlen_q=1,
-                    max_seqlen_k=max(seq_lens[index] for index in sampling),
-                    query_lens_list=[1] * len(sampling),
-                    seq_lens_list=[seq_lens[index] for index in sampling],
-                    backend=self.backend,
-                )
+                metadata.outputs = output_metadata(metadata, sampling, output_rows)
         inputs = tensor(input_ids, torch.int64), tensor(positions, torch.int64)
         return inputs, metadata, output_rows
 
@@ -163,3 +152,23 @@ class ModelRunner:
         temperatures = [sequence.temperature for sequence in sampling]
         top_ks = [sequence.top_k for sequence in sampling]
         return self.sampler(logits, temperatures, top_ks if any(top_ks) else None)
+
+
+def output_metadata(
+    metadata: AttentionMetadata, sampling: list[int], output_rows: torch.Tensor
+) -> AttentionMetadata:
+    """The step's output rows as a decode step: one query for each sequence in `sampling`
+    (its last row, `output_rows`), over all of that sequence's keys."""
+    seq_lens = [metadata.seq_lens_list[index] for index in sampling]
+    device = metadata.seq_lens.device
+    return AttentionMetadata(
+        cu_seqlens_q=torch.arange(len(sampling) + 1, dtype=torch.int32, device=device),
+        seq_lens=metadata.seq_lens[sampling],
+        block_table=metadata.block_table[sampling],
+        slot_mapping=metadata.slot_mapping[output_rows],
+        max_seqlen_q=1,
+        max_seqlen_k=max(seq_lens),
+        query_lens_list=[1] * len(sampling),
+        seq_lens_list=seq_lens,
+        backend=metadata.backend,
+    )

@@ -115,20 +115,16 @@ class CausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(
-        self,
-        input_ids: Tensor,
-        positions: Tensor,
-        output_rows: Tensor | None = None,
+        self, input_ids: Tensor, positions: Tensor, output_rows: Tensor | None = None
     ) -> Tensor:
         """Final hidden states of every row, or of `output_rows` alone (the rows whose logits
         are wanted, `AttentionMetadata.outputs` their attention metadata).
 
-        The other rows' hidden states matter only through the K/V they give later layers;
-        the last layer gives none, so it computes them for the output rows alone: every row's
-        K/V is stored, then one query per sampling sequence attends, and the output
-        projection and MLP run on those rows. A prefill of n tokens does 1/num_layers less
-        of the layers' work, and its output rows get the same sums as the full pass does
-        (the attention kernel and the matrix products see other shapes: float rounding)."""
+        The other rows' hidden states matter only through the K/V they give later layers,
+        and the last layer has none after it: it stores every row's K/V, then one query per
+        sampling sequence attends, and the output projection and MLP run on those rows. A
+        prefill skips about 1/num_layers of the layers' work; its output rows get the sums
+        of the full pass (in another order where the kernels see other shapes: rounding)."""
         hidden = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary(positions, hidden.dtype)
         *layers, last = self.model.layers
