@@ -134,7 +134,7 @@ class Attention(nn.Module):
         (`query`, in the order of `AttentionMetadata.outputs`)."""
         metadata = get_context()
         outputs = metadata.outputs
-        assert query.shape[0] == (0 if outputs is None else outputs.num_sequences)
+        assert query.shape[0] == (0 if outputs is None else len(outputs.seq_lens_list))
         return metadata.backend.forward_outputs(
             query, key, value, self.k_cache, self.v_cache, metadata, self.scale
         )

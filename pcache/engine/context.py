@@ -38,10 +38,6 @@ class AttentionMetadata:
     None where no row samples (the last layer then only stores K/V)."""
 
     @property
-    def num_sequences(self) -> int:
-        return len(self.seq_lens_list)
-
-    @property
     def is_decode(self) -> bool:
         """True when every sequence computes exactly one new token (a pure decode step)."""
         return self.max_seqlen_q == 1
