@@ -117,6 +117,7 @@ def lint(
     column: str | None = None,
     executor: str | None = None,
     ray_address: str | None = None,
+    write_fixed: str | os.PathLike[str] | None = None,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -128,6 +129,8 @@ def lint(
     or "ray") where the text of JSONL logs is tokenized (`ray_address`: the Ray cluster; None:
     a local one); the report depends on neither.
     `column` names the request column of Parquet/CSV table inputs (`--column`).
+    `write_fixed`: a path to write the fixed log to (every request as the fixed log that the
+    findings' tokens were replayed from sends it), so `replay --simulate` can check them.
     """
     from dataclasses import replace
     from pathlib import Path
@@ -158,6 +161,7 @@ def lint(
     executor = check.executor("lint", executor)
     ray_address = check.text("lint", "ray_address", ray_address)
     column = check.text("lint", "column", column)
+    write_fixed = check.optional_path("lint", "write_fixed", write_fixed)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
         raise check.ArgumentValueError(
@@ -194,6 +198,7 @@ def lint(
             fix=fix,
             column=column,
             template_chosen=bool(tokenizer or settings.tokenizer),
+            write_fixed=os.fspath(write_fixed) if write_fixed is not None else None,
         )
     with check.named_as("lint", ("since", "fix", "column")):
         if not paths:

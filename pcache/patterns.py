@@ -46,7 +46,7 @@ CLOCK = re.compile(
     + r"|(?<![\d:.])(?:[01]?\d|2[0-3]):[0-5]\d\s?"
     + _ZONES
     + r"\b"
-    + r"|\b(?:today is|current (?:date|time)|the time is|now is|time now|timestamp)\b[^\n]{0,40}\d"
+    + r"|\b(?:current time|the time is|now is|time now|timestamp)\b[^\n]{0,40}\d"
     + r"|\b\d+\s"
     + _UNIT
     + r"\sago\b|\bin \d+\s"
@@ -65,6 +65,7 @@ DATE = re.compile(
     r"|\b(?:" + _WEEKDAY + r",? )?(?:January|February|March|April|May|June|July|August"
     r"|September|October|November|December) \d{1,2}(?:st|nd|rd|th)?,? \d{4}\b"
     r"|\b(?:yesterday|today|tomorrow)\b(?=[^\n]{0,20}\d)"
+    r"|\b(?:today is|current date)\b[^\n]{0,40}\d"
 )
 """Day precision dates (evidence when they change; a hint when alone)."""
 
@@ -88,9 +89,32 @@ RANDOM_ID = re.compile(
 TOOL_CALL_ID = re.compile(r"\b(?:call|toolu|chatcmpl|resp|fc)[_-][A-Za-z0-9]{8,}\b")
 """Provider-generated call and response ids (`call_…`, `toolu_…`, `chatcmpl-…`)."""
 
+PERSONAL = re.compile(
+    r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"
+    r"|(?<![\w])\+?\d[\d ()-]{7,}\d(?![\w])"
+    r"|\b(?:name|customer|user|client|account|member|plan|tier|email|phone|address|profile"
+    r"|preferences?|memor(?:y|ies))\b\s*[:=]",
+    re.IGNORECASE,
+)
+"""What marks text as one person's: an email address, a phone number, a labelled name, plan,
+account, profile or memory."""
+
 CHANGING_CLOCK = (CLOCK, DATE, EPOCH)
 """What counts as a clock once the value changes between two requests."""
 CHANGING_ID = (RANDOM_ID, TOOL_CALL_ID)
+
+
+def values_of(patterns, text: str) -> list[str]:
+    """Every value of `patterns` in `text`, in order (overlaps between patterns kept)."""
+    return [match.group(0) for pattern in patterns for match in pattern.finditer(text)]
+
+
+def masked(patterns, text: str) -> str:
+    """`text` with every value of `patterns` replaced by one placeholder: two lines that differ
+    only in their clock (or id) values mask to the same string."""
+    for pattern in patterns:
+        text = pattern.sub("\0", text)
+    return text
 
 
 def matches_at(pattern: re.Pattern[str], text: str, position: int, slack: int = 0) -> str | None:

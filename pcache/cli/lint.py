@@ -73,6 +73,15 @@ def lint_command(
             "--diff", metavar="BASE", help="Only findings the files did not have at git BASE."
         ),
     ] = None,
+    write_fixed: Annotated[
+        str | None,
+        typer.Option(
+            "--write-fixed",
+            metavar="OUT",
+            help="Write the fixed log the findings' tokens were replayed from (JSONL), for"
+            " `pcache replay OUT --simulate`.",
+        ),
+    ] = None,
     jobs: JobsOpt = None,
     executor: ExecutorOpt = DEFAULT_EXECUTOR,
     ray_address: RayAddressOpt = None,
@@ -129,6 +138,7 @@ def lint_command(
             column=column,
             executor=executor,
             ray_address=ray_address,
+            write_fixed=write_fixed,
         )
     lint_output.print_report(report, format)
     if report.failing and not exit_zero:

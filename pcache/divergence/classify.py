@@ -28,7 +28,9 @@ from pcache.divergence.history import (
     compare_messages,
     normalize_numbers,
     squash,
+    tool_function,
 )
+from pcache.divergence.regions import changed_regions, region_at, region_kind
 from pcache.jsonpath import get_path, head
 from pcache.patterns import CHANGING_CLOCK, CHANGING_ID, value_at
 from pcache.prefix import common_run_length
@@ -198,8 +200,9 @@ def _classify(a, b, char_a, char_b, span_a, span_b, same_conversation) -> tuple[
             ra, rb, a.text, char_a, b.text, char_b, index_a, index_b, same_conversation
         )
     if key == "messages":
+        offset_b = char_b - span_b.start if span_b and norm_b.endswith(".content") else None
         return _classify_messages(
-            ra, rb, a.text, char_a, b.text, char_b, index_a, index_b, same_conversation
+            ra, rb, a.text, char_a, b.text, char_b, index_a, index_b, same_conversation, offset_b
         )
     kind = _text_kind(a.text, char_a, b.text, char_b) or "content"
     return kind, "", (norm_a, norm_b)
@@ -287,10 +290,21 @@ def _classify_tools(a, b, a_text, char_a, b_text, char_b, index_a, index_b, same
     name = tool_names(a)[index]
     if left == right and orjson.dumps(left) != orjson.dumps(right):
         return "key_order", f"tool {name!r}: same schema, different key order", unit
-    kind = _text_kind(a_text, char_a, b_text, char_b)
+    kind = _text_kind(a_text, char_a, b_text, char_b) or _definition_kind(left, right)
     if kind is not None:
         return kind, f"in the definition of tool {name!r}", unit
     return "tool_definition", f"tool {name!r} changed", unit
+
+
+def _definition_kind(left: dict, right: dict) -> str | None:
+    """A clock or an id that changed in a tool's description (the changed text's values)."""
+    old = tool_function(left).get("description")
+    new = tool_function(right).get("description")
+    if not isinstance(old, str) or not isinstance(new, str) or old == new:
+        return None
+    region = region_at(changed_regions(old, new), None)
+    kind = region_kind(region) if region is not None else None
+    return kind if kind in ("clock", "random_id") else None
 
 
 # -- messages -------------------------------------------------------------------------------
@@ -318,7 +332,7 @@ def _history_detail(change) -> str:
 
 
 def _classify_messages(
-    a, b, a_text, char_a, b_text, char_b, index_a, index_b, same_conversation
+    a, b, a_text, char_a, b_text, char_b, index_a, index_b, same_conversation, offset_b=None
 ) -> tuple[str, str, Unit]:
     index = index_a if index_a is not None else index_b
     index_a = index if index_a is None else index_a
@@ -330,7 +344,7 @@ def _classify_messages(
     prefix = _is_prefix_message(a, index_a) or _is_prefix_message(b, index_b)
     if prefix and ma is not None and mb is not None:
         return _classify_prefix_message(
-            ma, mb, a_text, char_a, b_text, char_b, index, same_conversation, unit
+            ma, mb, a_text, char_a, b_text, char_b, index, same_conversation, unit, offset_b
         )
     if not same_conversation or _is_newest_turn(a, index_a):
         return "content", "", unit  # another conversation, or a retry of A's newest turn
@@ -371,17 +385,28 @@ def _is_prefix_message(request: Request, index: int | None) -> bool:
 
 
 def _classify_prefix_message(
-    ma, mb, a_text, char_a, b_text, char_b, index, same_conversation, unit
+    ma, mb, a_text, char_a, b_text, char_b, index, same_conversation, unit, offset_b=None
 ) -> tuple[str, str, Unit]:
+    """A system or developer message ahead of the first turn: the cause is what changed in
+    it (the changed lines), whichever request it is compared with."""
     role = mb.get("role")
     where = f"messages[{index}] ({role})"
+    old, new = ma.get("content"), mb.get("content")
+    if isinstance(old, str) and isinstance(new, str) and squash(old) == squash(new):
+        return "whitespace", f"in {where}", unit
     kind = _text_kind(a_text, char_a, b_text, char_b)
+    if kind in ("clock", "random_id"):
+        return kind, f"in {where}", unit
+    if isinstance(old, str) and isinstance(new, str):
+        region = region_at(changed_regions(old, new), offset_b)
+        changed = region_kind(region) if region is not None else None
+        if changed in ("clock", "random_id"):
+            return changed, f"in {where}", unit
+        if changed == "per_user" and (not same_conversation or _small_change(old, new)):
+            return "per_user", f"in {where}", unit
     if kind is not None:
         return kind, f"in {where}", unit
-    old, new = ma.get("content"), mb.get("content")
     if isinstance(old, str) and isinstance(new, str):
-        if squash(old) == squash(new):
-            return "whitespace", f"in {where}", unit
         if normalize_numbers(old) == normalize_numbers(new):
             return "number_format", f"in {where}", unit
         change = fewshot_change(paragraphs(old), paragraphs(new))

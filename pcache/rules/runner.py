@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from pcache.cache.profiles import load_profile, longest_ttl_seconds
-from pcache.divergence.classify import explain
 from pcache.errors import InputError, UsageError
 from pcache.gc_pause import paused_gc
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
+from pcache.prefix import common_prefix_length
 from pcache.prompt.json_positions import JsonPositions
 from pcache.prompt.loading import Document, iter_documents
 from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
@@ -41,15 +41,26 @@ from pcache.rules.context import (
     SessionHead,
     is_chat,
 )
-from pcache.rules.cost import FORGET_EVERY, MIN_SHARED_CONTENT, Charge, Costs, Earlier
-from pcache.rules.divergence_findings import divergence_violation
+from pcache.rules.cost import Costs
+from pcache.rules.defects import Finder
+from pcache.rules.fix_plan import Fix, FixPlan
+from pcache.rules.fixed_replay import FixedLog, written_body
+from pcache.rules.fixed_writer import FixedWriter
 from pcache.rules.fixes import fix_files
+from pcache.rules.patterns import short
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker
 from pcache.rules.summary import LintReport, LintSummary, RuleTotal
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson")
 KEEP_RENDERED = 512
+RULE_CODES_WITH_CAUSES = frozenset(
+    module.RULE.code for module in REGISTRY if getattr(module, "CAUSES", ())
+)
+"""Rules that report divergences: their check's finding on a request becomes the
+divergence's when a fix changes that request."""
+CONSTANT_VALUE_CODES = frozenset({"PC101", "PC103"})
+"""Rules whose check reports a value that costs nothing while it never changes."""
 KEEP_FINDINGS = 10_000
 """Findings listed at most; later ones are counted in the rule totals and the summary
 (`findings_not_listed`), so a log with a finding in every conversation keeps bounded memory."""
@@ -68,6 +79,9 @@ class LintOptions(WithSettings):
     template_chosen: bool | None = None
     """Whether the template is the one the user's model uses (rules about the template speak
     only then); None: when the tokenizer is not the default or `renderer` is given."""
+    write_fixed: str | None = None
+    """Where to write the fixed log (`--write-fixed`): every request, in order, as the fixed
+    log that the findings' tokens were replayed from sends it."""
     observer: Callable[[Request | InputError, list[int] | None], None] | None = None
     """Told of every request linted, with its token ids, and of every line or request that
     could not be read or rendered (with None), in input order: a consumer of the same log
@@ -194,8 +208,23 @@ class _Run:
         self.tracker = SessionTracker(lifetime_ms=None if lifetime is None else lifetime * 1000.0)
         self.app = AppState()
         self.costs = Costs(profile, options.block_size)
-        self.findings_of: dict[tuple[int, str], Diagnostic] = {}
-        """The divergence finding of each (request number, rule code), for later credits."""
+        self.plan = FixPlan()
+        self.finder = Finder(self.plan, RULE_FOR_CAUSE, self._reports)
+        self.lost: list[int] = []
+        """What each request re-prefills as is (by number)."""
+        self.predecessors: list[int] = []
+        """Each request's session predecessor (its number; -1: none)."""
+        self.needed: dict[int, int] = {}
+        """How many later requests repeat each request's fixed form."""
+        self.sources: list[Callable[[], Iterator[Request]]] = []
+        self.stdin: list | None = None
+        """The inputs, read again for the fixed log's replay."""
+        self.write_fixed = options.write_fixed
+        self.check_findings: dict[tuple[int, str], Diagnostic] = {}
+        """The checks' findings of divergence rules, by (request number, rule code)."""
+        self.fixed_findings: dict[tuple[int, str], Diagnostic] = {}
+        self.debts: dict[str, int] = {}
+        """Tokens the fixed log costs more than the log in some requests, by rule."""
         self.rendered_contexts: deque[RequestContext] = deque()
         self.diagnostics: list[Diagnostic] = []
         self.groups: dict[object, Diagnostic] = {}
@@ -215,8 +244,20 @@ class _Run:
             self.executor = executor_of(options.executor, options.settings.ray_address)
         self.failing_not_listed = 0
 
+    def _items(self, path: str):
+        """The file's requests and errors (stdin is read once and kept for the second pass)."""
+        if path != "-":
+            return _iter_file(path)
+        if self.stdin is None:
+            self.stdin = list(_iter_file(path))
+        return iter(self.stdin)
+
     def lint_file(self, path: str) -> None:
         from pcache.rules.remote_pieces import remote_pieces
+
+        self.sources.append(
+            lambda: (item for item in self._items(path) if isinstance(item, Request))
+        )
 
         remote = remote_pieces(
             self.executor, self.renderer, self.options_tokenizer, self.stage.options, path
@@ -240,7 +281,7 @@ class _Run:
         waiting = None
         started = time.perf_counter()
         try:
-            for chunk in batched(_iter_file(path), RENDER_CHUNK):
+            for chunk in batched(self._items(path), RENDER_CHUNK):
                 self.seconds["read"] += time.perf_counter() - started
                 started = time.perf_counter()
                 chats = [item for item in chunk if isinstance(item, Request) and is_chat(item)]
@@ -266,7 +307,7 @@ class _Run:
         done) when no child could be forked."""
 
         def chunks():
-            return batched(_iter_file(path), RENDER_CHUNK)
+            return batched(self._items(path), RENDER_CHUNK)
 
         worker = token_worker.TokenWorker.start(chunks, self.stage, self.jobs)
         if worker is None:
@@ -390,63 +431,39 @@ class _Run:
             return False
         return rule is not RULE_FOR_CAUSE["template"] or self.speaks_for_template
 
-    def _classifier(self, current: RequestContext):
-        """The divergence of `current` from an earlier request at the given tokens."""
-
-        def classify(holder: Earlier, at_holder: int, at_request: int):
-            same = holder.session == current.session
-            earlier = holder.context
-            if not same and earlier.prefix_part == current.prefix_part:
-                return None  # another conversation's own messages: nothing to undo
-            was_rendered = earlier.is_rendered
-            divergence = explain(earlier.rendered, current.rendered, at_holder, at_request, same)
-            if not was_rendered and earlier not in self.rendered_contexts:
-                earlier.release()
-            return divergence, RULE_FOR_CAUSE.get(divergence.cause.kind)
-
-        return classify
-
     def _cost(self, context: LintContext, previous, violations, found) -> None:
-        """Charge the request's divergences (`pcache.rules.cost`), report them and the checks'
-        findings, and add up the summary."""
+        """Record the request's defects against the requests it could have reused
+        (`pcache.rules.defects`), report the checks' findings, and add up what it re-prefills
+        as is; what the fixes save is charged after the pass (`_replay_fixed`)."""
         current = context.current
+        number = self.costs.num_settled
+        current.number = number
         wanted = [(rule, v) for rule, v in violations if self._wanted(rule, v)]
         rounding = any(v.claims == "rounding" and not v.hint for _, v in wanted)
-        settled = self.costs.settle(
-            current, found, self._classifier(current), _content_of(current), self._reports, rounding
-        )
-        summary = self.summary
-        reported: set[str] = set()
-        number = self.costs.num_settled - 1
-        for charge in settled.charges:  # reported rules only (`Costs.settle`)
-            diagnostic = self._report_divergence(charge, current, previous)
-            diagnostic.tokens_reprefilled += charge.tokens
-            self.totals[diagnostic.code].tokens_reprefilled += charge.tokens
-            self.findings_of.setdefault((number, charge.rule.code), diagnostic)
-            reported.add(charge.rule.code)
-        if settled.credit is not None:
-            origin, code, tokens = settled.credit
-            credited = self.findings_of.get((origin, code))
-            if credited is not None:
-                credited.tokens_reprefilled += tokens
-                self.totals[code].tokens_reprefilled += tokens
-            else:
-                summary.unattributed["new_content"] += tokens
-        rounded = settled.rounded
+        self._find_defects(current, number, previous, found)
+        settled = self.costs.settle(current, found)
+        self.lost.append(settled.lost)
+        previous_number = previous.number if previous is not None else -1
+        self.predecessors.append(previous_number)
+        for used in {previous_number, *(r.partner for r in self.plan.restores.get(number, ()))}:
+            if used >= 0:
+                self.needed[used] = self.needed.get(used, 0) + 1
+        rounded = 0 if settled.first or not rounding else settled.granular
         for rule, violation in wanted:
-            if rule.code in reported:
-                continue  # the divergence of this rule is the finding
             position = self._position(current, violation)
             diagnostic = self._report(rule, violation, current, position)
+            if rule.code in RULE_CODES_WITH_CAUSES and diagnostic.listed:
+                self.check_findings[(number, rule.code)] = diagnostic
             if violation.claims == "rounding" and not violation.hint and rounded:
                 diagnostic.tokens_reprefilled += rounded
                 self.totals[diagnostic.code].tokens_reprefilled += rounded
                 rounded = 0
-        for reason, tokens in settled.unattributed.items():
-            summary.unattributed[reason] += tokens
-        if self.findings_of and number % FORGET_EVERY == 0:
-            self._forget_findings()
-        summary.unattributed["partial_blocks"] += rounded
+        summary = self.summary
+        if settled.first:
+            summary.unattributed["first_request"] += settled.lost
+        else:
+            granular = settled.granular if not rounding else 0
+            summary.unattributed["partial_blocks"] += granular
         summary.requests += 1
         summary.prompt_tokens += len(current.token_ids)
         summary.reusable_tokens += settled.reused
@@ -458,25 +475,23 @@ class _Run:
             summary.block_size,
             previous.request if previous is not None else None,
         )
-        summary.prompt_tokens_if_fixed += settled.fixed_tokens
-        summary.reusable_tokens_if_fixed += settled.fixed_reused
-        summary.requests_changed_if_fixed += settled.changed
+        self.plan.count(current.request.tools)
 
-    def _forget_findings(self) -> None:
-        """Forget the findings no held request can credit any more (the origins of the edits
-        the cached requests carry): the table follows the cache, not the log."""
-        live = {
-            edit.origin
-            for held in self.costs.earlier.values()
-            for edit in held.edits
-            if edit.origin is not None
-        }
-        for key in [key for key in self.findings_of if key[0] not in live]:
-            del self.findings_of[key]
-
-    def _report_divergence(self, charge: Charge, current: RequestContext, previous) -> Diagnostic:
-        violation = divergence_violation(charge, current, previous)
-        return self._report(charge.rule, violation, current, charge.position)
+    def _find_defects(self, current: RequestContext, number: int, previous, found) -> None:
+        """Compare the request with its session's previous request and with the holder of its
+        longest cached prefix (`pcache.rules.defects`)."""
+        candidates = []
+        if previous is not None:
+            candidates.append((previous, previous.number, True))
+        holder = self.costs.holder(found)
+        if holder is not None and holder.context is not previous:
+            same = holder.session == current.session
+            candidates.append((holder.context, found.holder, same))
+        for earlier, earlier_number, conversation in candidates:
+            was_rendered = earlier.is_rendered
+            self.finder.find(current, number, earlier, earlier_number, conversation)
+            if not was_rendered and earlier not in self.rendered_contexts:
+                earlier.release()
 
     def _position(self, current: RequestContext, violation: Violation) -> int | None:
         if violation.token_position is not None:
@@ -555,7 +570,7 @@ class _Run:
     def _settle_debts(self) -> None:
         """What the fixed log costs more in some requests (block boundaries moved by a fix) is
         taken off the rule's findings, largest first: a rule's total is what its fix saves."""
-        for code, debt in self.costs.debts.items():
+        for code, debt in self.debts.items():
             findings = sorted(
                 (d for d in self.diagnostics if d.code == code and d.tokens_reprefilled),
                 key=lambda d: -d.tokens_reprefilled,
@@ -564,14 +579,135 @@ class _Run:
                 paid = min(debt, diagnostic.tokens_reprefilled)
                 diagnostic.tokens_reprefilled -= paid
                 self.totals[code].tokens_reprefilled -= paid
-                self.summary.unattributed["partial_blocks"] += paid
                 debt -= paid
                 if not debt:
                     break
-        self.costs.debts.clear()
+        self.debts.clear()
+
+    def _replay_fixed(self) -> None:
+        """Replay the fixed log (`pcache.rules.fixed_replay`), charge each fix what it saves
+        there, and write the fixed log when asked."""
+        summary = self.summary
+        if not self.plan and self.write_fixed is None:
+            summary.prompt_tokens_if_fixed = summary.prompt_tokens
+            summary.reusable_tokens_if_fixed = summary.reusable_tokens
+            return
+        started = time.perf_counter()
+        fixed_log = FixedLog(
+            self.plan,
+            self.settings,
+            self.costs.models,
+            self.costs.lifetime_ms,
+            self.predecessors,
+            self.needed,
+        )
+        writer = FixedWriter(self.write_fixed) if self.write_fixed is not None else None
+        try:
+            requests = (request for source in self.sources for request in source())
+            for outcome in fixed_log.replay(requests, self.lost):
+                summary.prompt_tokens_if_fixed += len(outcome.fixed_tokens)
+                summary.reusable_tokens_if_fixed += outcome.fixed_reused
+                summary.requests_changed_if_fixed += outcome.fixed.changed
+                self._charge_fixed(outcome)
+                if writer is not None:
+                    writer.write(written_body(outcome.fixed))
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        if writer is not None:
+            writer.commit()
+        self.seconds["fixed"] = time.perf_counter() - started
+
+    def _charge_fixed(self, outcome) -> None:
+        """Charge one request's saving in the fixed log to the fixes that changed it (or that
+        changed the request it now reuses), as findings on the requests they changed."""
+        fixed = outcome.fixed
+        direct = list(dict.fromkeys(fixed.direct))
+        fixes = list(dict.fromkeys([*direct, *fixed.carried])) or list(outcome.holder_fixes)
+        for fix in direct:
+            if fix.diagnostic is None:
+                fix.diagnostic = self._fixed_finding(fix, outcome)
+        if not outcome.saving or not fixes:
+            return
+        share, left = divmod(outcome.saving, len(fixes))
+        for index, fix in enumerate(fixes):
+            tokens = share + (left if index == 0 else 0)
+            if tokens < 0:
+                self.debts[fix.rule.code] = self.debts.get(fix.rule.code, 0) - tokens
+                continue
+            if fix in direct:
+                diagnostic = self._fixed_finding(fix, outcome)
+            else:
+                diagnostic = fix.diagnostic or self._fixed_finding(fix, outcome)
+            diagnostic.tokens_reprefilled += tokens
+            self.totals[fix.rule.code].tokens_reprefilled += tokens
+
+    def _fixed_finding(self, fix: Fix, outcome) -> Diagnostic:
+        """The finding of `fix` on the request of `outcome` (the check's finding there, if
+        the rule's check reported the request, made the divergence's)."""
+        key = (outcome.number, fix.rule.code)
+        found = self.fixed_findings.get(key)
+        if found is not None:
+            return found
+        original = outcome.fixed.original
+        current = RequestContext(original, self.settings)
+        position = common_prefix_length(outcome.tokens, outcome.fixed_tokens)
+        if position >= len(outcome.tokens):
+            position = None
+        message = _fixed_message(fix, outcome)
+        path = original.source_path(_path_in(fix, original))
+        checked = self.check_findings.pop(key, None)
+        if checked is not None:
+            checked.severity, checked.message = fix.rule.severity, message
+            checked.token_position = position if position is not None else checked.token_position
+            diagnostic = checked
+        else:
+            violation = Violation(message, path, token_position=position, fix_title=fix.hint)
+            diagnostic = self._report(fix.rule, violation, current, position)
+        self.fixed_findings[key] = diagnostic
+        return diagnostic
+
+    def _demote_constant_values(self) -> None:
+        """A clock or an id the log never changes costs nothing here: its check's finding is
+        kept only when the rule was asked for, as information (one request alone keeps it)."""
+        if self.summary.requests < 2:
+            return
+        fixed_codes = {fix.rule.code for fix in self.plan.fixes}
+        for (_, code), diagnostic in self.check_findings.items():
+            if code not in CONSTANT_VALUE_CODES or code in fixed_codes:
+                continue
+            if diagnostic.tokens_reprefilled or diagnostic.severity == "info":
+                continue
+            if code in self.explicit:
+                diagnostic.severity = "info"
+            else:
+                diagnostic.listed = False
+        dropped = [d for d in self.diagnostics if not d.listed]
+        if dropped:
+            self.diagnostics = [d for d in self.diagnostics if d.listed]
+            for diagnostic in dropped:
+                self.totals[diagnostic.code].count -= 1
+                if not self.totals[diagnostic.code].count:
+                    del self.totals[diagnostic.code]
+
+    def _settle_unattributed(self) -> None:
+        """What no finding is charged, split so that it adds up with the findings exactly."""
+        summary = self.summary
+        attributed = sum(total.tokens_reprefilled for total in self.totals.values())
+        left = max(summary.reprefilled_tokens - attributed, 0)
+        unattributed = summary.unattributed
+        unattributed["first_request"] = min(unattributed["first_request"], left)
+        left -= unattributed["first_request"]
+        unattributed["partial_blocks"] = min(unattributed["partial_blocks"], left)
+        unattributed["new_content"] = left - unattributed["partial_blocks"]
+        unattributed["unreported"] = 0
 
     def finish(self) -> LintReport:
+        self._replay_fixed()
         self._settle_debts()
+        self._demote_constant_values()
+        self._settle_unattributed()
         self.summary.rules = [self.totals[code] for code in sorted(self.totals)]
         self.summary.stage_seconds = {k: round(v, 3) for k, v in self.seconds.items()}
         self.diagnostics.sort(key=Diagnostic.sort_key)
@@ -581,24 +717,19 @@ class _Run:
         return LintReport(self.diagnostics, self.summary, failing)
 
 
-def _content_of(current: RequestContext):
-    """Whether the request's tokens [start, end) hold content worth realigning: text from a
-    later part of the request than where they start, or enough of the same part."""
+def _fixed_message(fix: Fix, outcome) -> str:
+    detail = f" ({fix.detail})" if fix.detail else ""
+    since = f" since request {fix.partner}" if outcome.number == fix.origin else ""
+    moved = outcome.fixed.moved.get(fix) or fix.value
+    value = f": {short(moved)}" if moved else ""
+    return f"{fix.summary}{detail}{since}{value}"
 
-    def worth(start: int, end: int) -> bool:
-        rendered = current.rendered
-        first, last = rendered.token_char(start), rendered.token_char(end)
-        shared = 0
-        for span in rendered.spans:
-            overlap = min(span.end, last) - max(span.start, first)
-            if overlap <= 0:
-                continue
-            if span.start > first:
-                return True
-            shared += overlap
-        return shared >= MIN_SHARED_CONTENT
 
-    return worth
+def _path_in(fix: Fix, request: Request) -> str:
+    """Where the fix changes `request` (the origin's path when it is the origin's unit)."""
+    if fix.path.startswith("tools[") and fix.cause in ("tool_order", "tool_set"):
+        return "tools"
+    return fix.path
 
 
 def _positions_of(request: Request) -> JsonPositions | None:
@@ -632,7 +763,7 @@ def lint_paths(
         extended = dataclasses.replace(
             options.selection, extend=(*options.selection.extend, *fixable)
         )
-        fixing = dataclasses.replace(options, selection=extended)
+        fixing = dataclasses.replace(options, selection=extended, write_fixed=None)
         first = _lint_files(files, fixing, config, None, last=False)
         fixable = sorted({d.file for d in first.diagnostics if d.fixable})
         fixed_files = fix_files(fixable)
@@ -659,6 +790,15 @@ def lint_values(values: list[object], options: LintOptions, source: str = "<memo
     """Lint parsed request bodies in order, as lines of one JSONL source (tests, libraries)."""
     run = _Run(options, LintConfig(), None)
     run.summary.files = 1
+
+    def requests() -> Iterator[Request]:
+        for line, value in enumerate(values, 1):
+            try:
+                yield request_from_document(value, source, line)
+            except InputError:
+                continue
+
+    run.sources.append(requests)
     for line, value in enumerate(values, 1):
         try:
             request = request_from_document(value, source, line)

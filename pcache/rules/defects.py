@@ -1,0 +1,297 @@
+"""What differs between a request and an earlier one that a rule's fix undoes.
+
+`find_defects` compares a request R with one earlier request C it could have reused (its
+session's previous request, the holder of its longest cached prefix) and records each defect
+in the `FixPlan`, whichever of the two carries it:
+
+- the shared part (system and developer messages ahead of the first turn, tools), between any
+  two requests of one app: each run of changed lines is classified by what it holds (a clock,
+  an id, per-user data), whitespace and number formats by what they normalize to; tools by
+  order, set and definition. Two different system prompts (most of the text differs) are two
+  apps: nothing to undo;
+- the history, when R continues C's conversation and does not append to it: the divergence's
+  cause (`pcache.divergence.classify.explain`) is fixed by the append-only restore.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pcache.divergence.causes import CAUSES
+from pcache.divergence.classify import RENDERED_PARAMETERS, explain
+from pcache.divergence.fewshot import fewshot_change, paragraphs
+from pcache.divergence.history import normalize_numbers, squash
+from pcache.prompt.request import tool_name
+from pcache.rules.fix_plan import (
+    FAMILIES,
+    HISTORY_CAUSES,
+    Fix,
+    FixPlan,
+    Restore,
+    ToolValue,
+    compare_slots,
+    prefix_count,
+    text_key,
+    tool_bytes,
+    tool_description,
+)
+from pcache.rules.patterns import short
+
+if TYPE_CHECKING:
+    from pcache.rules.base import Rule
+    from pcache.rules.context import RequestContext
+
+Reports = Callable[["Rule"], bool]
+
+
+def fewshot_key(text: str) -> str:
+    """A system prompt's few-shot examples in a fixed order (reordering them keeps the key)."""
+    return "\n\n".join(sorted(paragraphs(text)))
+
+
+NORMALIZERS = {
+    "whitespace": squash,
+    "number_format": normalize_numbers,
+    "fewshot_order": fewshot_key,
+}
+
+
+class Finder:
+    """Records the defects between requests in one plan (the rules as selected)."""
+
+    def __init__(self, plan: FixPlan, rule_for_cause: dict[str, Rule], reports: Reports):
+        self.plan = plan
+        self.rule_for_cause = rule_for_cause
+        self.reports = reports
+        self.earlier_number = -1
+
+    def _fix(self, cause: str, origin: int, partner: str, path: str, detail: str, value: str):
+        rule = self.rule_for_cause.get(cause)
+        if rule is None or not self.reports(rule):
+            return None
+        about = CAUSES[cause]
+        return Fix(rule, cause, about.summary, detail, about.hint, origin, partner, path, value)
+
+    def find(
+        self,
+        current: RequestContext,
+        number: int,
+        earlier: RequestContext,
+        earlier_number: int,
+        conversation: bool,
+    ) -> None:
+        """Record what differs between `current` (request `number`) and `earlier`;
+        `conversation`: `current` continues `earlier`'s conversation."""
+        if not current.is_chat or not earlier.is_chat:
+            return
+        request, other = current.request, earlier.request
+        if request.cache_salt != other.cache_salt:
+            return
+        label = other.label
+        if earlier.prefix_part != current.prefix_part:
+            self.earlier_number = earlier_number
+            same_app = self._prefix(request, other, number, label, conversation)
+            if same_app or conversation:
+                self._tools(request, other, number, label)
+                self._parameters(request, other, number, earlier_number, label, conversation)
+        if conversation:
+            self._history(current, earlier, number, earlier_number)
+
+    # -- system and developer messages --------------------------------------------------------
+
+    def _prefix(self, request, other, number: int, label: str, conversation: bool) -> bool:
+        """Compare the system prompts; False when they are two apps' (nothing shared)."""
+        mine, theirs = request.messages, other.messages
+        head = min(prefix_count(mine), prefix_count(theirs))
+        same_app = True
+        for slot in range(head):
+            old, new = theirs[slot].get("content"), mine[slot].get("content")
+            if theirs[slot].get("role") != mine[slot].get("role") or old == new:
+                continue
+            if not isinstance(old, str) or not isinstance(new, str):
+                continue
+            path = f"messages[{slot}].content"
+            for cause, normalize in NORMALIZERS.items():
+                if normalize(old) == normalize(new) and (
+                    cause != "fewshot_order" or fewshot_change(paragraphs(old), paragraphs(new))
+                ):
+                    fix = self._fix(cause, number, label, path, f"in messages[{slot}]", "")
+                    if fix is not None:
+                        self.plan.slot_variants.setdefault(
+                            (cause, text_key(normalize(new))), (old, self.plan.add(fix))
+                        )
+                    break
+            else:
+                same_app &= self._regions(old, new, slot, number, label, conversation)
+        return same_app
+
+    def _regions(self, old: str, new: str, slot: int, number: int, label, conversation) -> bool:
+        regions = compare_slots(old, new)
+        changed = max(
+            sum(len(r.a_text) for r, _ in regions), sum(len(r.b_text) for r, _ in regions)
+        )
+        shared = len(old) - sum(len(r.a_text) for r, _ in regions)
+        if changed > shared and not conversation:
+            return False  # another system prompt: another app
+        path = f"messages[{slot}].content"
+        for region, kind in regions:
+            if kind is None and conversation:
+                kind = "system_prompt"
+            if kind is None:
+                continue
+            value = short(region.b_text.strip() or region.a_text.strip())
+            fix = self._fix(kind, number, label, path, f"in messages[{slot}]", value)
+            if fix is None:
+                continue
+            if kind == "system_prompt":
+                self.plan.restores.setdefault(number, []).append(
+                    Restore(self.plan.add(fix), self.earlier_number, "prefix")
+                )
+            else:
+                self.plan.move_lines(fix, slot, region)
+        return True
+
+    # -- tools --------------------------------------------------------------------------------
+
+    def _tools(self, request, other, number: int, label: str) -> None:
+        names, their_names = (
+            [tool_name(t) for t in request.tools],
+            [tool_name(t) for t in other.tools],
+        )
+        if names == their_names and request.tools == other.tools:
+            self._definitions(request, other, number, label)
+            return
+        mine, theirs = frozenset(names), frozenset(their_names)
+        if mine == theirs and names != their_names:
+            if mine not in self.plan.tool_orders:
+                detail = f"A: {', '.join(their_names)}; B: {', '.join(names)}"
+                fix = self._fix("tool_order", number, label, "tools", detail, "")
+                if fix is not None:
+                    self.plan.tool_orders[mine] = self.plan.add(fix)
+        elif mine != theirs and mine & theirs:
+            self._tool_set(names, their_names, number, label)
+        self._definitions(request, other, number, label)
+
+    def _tool_set(self, names: list[str], their_names: list[str], number: int, label) -> None:
+        mine, theirs = frozenset(names), frozenset(their_names)
+        for sides, full, fix in self.plan.tool_sets:
+            if mine in sides or theirs in sides:
+                sides.update((mine, theirs))
+                full.extend(name for name in [*their_names, *names] if name not in full)
+                return
+        added, removed = sorted(mine - theirs), sorted(theirs - mine)
+        detail = "; ".join(
+            ([f"added {', '.join(added)}"] if added else [])
+            + ([f"removed {', '.join(removed)}"] if removed else [])
+        )
+        fix = self._fix("tool_set", number, label, "tools", detail, "")
+        if fix is None:
+            return
+        full = list(their_names) + [name for name in names if name not in theirs]
+        self.plan.tool_sets.append(({mine, theirs}, full, self.plan.add(fix)))
+
+    def _definitions(self, request, other, number: int, label: str) -> None:
+        theirs = {tool_name(tool): tool for tool in other.tools}
+        for index, tool in enumerate(request.tools):
+            name = tool_name(tool)
+            old = theirs.get(name)
+            if old is None or old is tool:
+                continue
+            left, right = tool_bytes(old), tool_bytes(tool)
+            if left == right:
+                continue
+            path = f"tools[{index}]"
+            if old == tool:
+                cause, detail = "key_order", f"tool {name!r}: same schema, different key order"
+            else:
+                cause, detail = "tool_definition", f"tool {name!r} changed"
+                described = tool_description(old), tool_description(tool)
+                if None not in described and _without_description(old) == _without_description(
+                    tool
+                ):
+                    kind = _description_kind(*described)  # type: ignore[arg-type]
+                    if kind is not None:
+                        fix = self._fix(kind, number, label, path, f"in tool {name!r}", "")
+                        if fix is not None and name not in self.plan.tool_values:
+                            self.plan.tool_values[name] = ToolValue(self.plan.add(fix), name, kind)
+                        continue
+            fix = self._fix(cause, number, label, path, detail, "")
+            if fix is None:
+                continue
+            variants = self.plan.tool_variants.setdefault(name, {})
+            if left in variants and right in variants:
+                continue
+            self.plan.add(fix)
+            for key, sample in ((left, old), (right, tool)):
+                variants.setdefault(key, fix)
+                self.plan.samples.setdefault((name, key), sample)
+
+    # -- parameters and history --------------------------------------------------------------
+
+    def _parameters(self, request, other, number, earlier_number, label, conversation) -> None:
+        if not conversation:
+            return
+        changed = [key for key in RENDERED_PARAMETERS if request.raw.get(key) != other.raw.get(key)]
+        if not changed:
+            return
+        detail = ", ".join(f"{key} changed" for key in changed)
+        fix = self._fix("parameter", number, label, changed[0], detail, "")
+        if fix is not None:
+            self.plan.restores.setdefault(number, []).append(
+                Restore(self.plan.add(fix), earlier_number, "parameters")
+            )
+
+    def _history(self, current, earlier, number: int, earlier_number: int) -> None:
+        mine, theirs = current.request.messages, earlier.request.messages
+        head, their_head = prefix_count(mine), prefix_count(theirs)
+        rest, their_rest = mine[head:], theirs[their_head:]
+        if not their_rest or rest[: len(their_rest)] == their_rest:
+            return  # R appends to C's conversation: nothing to restore
+        a, b = earlier.rendered, current.rendered
+        start_a = _history_token(a, their_head)
+        start_b = _history_token(b, head)
+        if start_a is None or start_b is None:
+            return
+        divergence = explain(a, b, start_a, start_b, True)
+        if divergence.b_char is not None and divergence.b_char < b.token_char(start_b):
+            return  # the two differ before the history: the shared part's own cause
+        cause = divergence.cause.kind
+        if cause not in HISTORY_CAUSES and cause != "template":
+            return
+        if cause in FAMILIES or cause == "template":
+            return  # a value in a history message, or the template: no body to restore
+        path = divergence.b_unit or f"messages[{head}]"
+        detail = divergence.cause.detail
+        value = f"{short(divergence.a_value)} -> {short(divergence.b_value)}"
+        fix = self._fix(cause, number, earlier.request.label, path, detail, value)
+        if fix is not None:
+            self.plan.restores.setdefault(number, []).append(
+                Restore(self.plan.add(fix), earlier_number, "history")
+            )
+
+
+def _history_token(rendered, index: int) -> int | None:
+    """The first token of message `index` (where the history starts) in the render."""
+    prefix = f"messages[{index}]"
+    for span in rendered.spans:
+        if span.normalized == prefix or span.normalized.startswith((prefix + ".", prefix + "[")):
+            return max(bisect_right(rendered.token_starts, span.start) - 1, 0)
+    return None
+
+
+def _without_description(tool):
+    from pcache.divergence.history import tool_function
+
+    function = dict(tool_function(tool))
+    function.pop("description", None)
+    return function
+
+
+def _description_kind(old: str, new: str) -> str | None:
+    from pcache.divergence.regions import changed_regions, region_at, region_kind
+
+    region = region_at(changed_regions(old, new), None)
+    kind = region_kind(region) if region is not None else None
+    return kind if kind in FAMILIES else None

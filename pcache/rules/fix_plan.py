@@ -1,0 +1,257 @@
+"""The fixed log: what the fix each reported divergence names changes in the requests' bodies.
+
+Lint compares each request with the earlier requests that could have held its prefix (its
+session's previous request, the holder of its longest cached prefix) and records, for every
+defect it finds there, a `Fix`: what the rule's own advice ("Use instead") does to a request.
+The fixes are applied to the bodies of the whole log afterwards (`pcache.rules.fixed_replay`),
+so a fix also reaches the requests before the one where the defect was seen:
+
+- a clock, an id or per-user data in a system prompt (`MoveLines`): the changed lines leave
+  the shared part; a clock goes to the request's newest turn, per-user data to the first user
+  turn (their tokens stay, as new content), an id is dropped (it belongs in metadata);
+- a clock or an id in a tool description (`ToolValue`): the value is dropped;
+- tools in another order (`ToolOrder`): every request with that tool set sends it in the order
+  most requests used; a tool removed or added (`ToolSet`): the full set, every time;
+- one tool's definition written another way (`ToolVariant`): the definition most requests sent;
+- whitespace, number formats, few-shot order in a system prompt (`SlotVariant`): the text the
+  earlier request sent;
+- the history of a conversation edited, windowed, compacted, its reasoning or ids dropped, or
+  the system prompt changed mid-session (`Restore`): the request repeats what the earlier
+  request of its conversation sent, then adds its own new messages (append-only).
+
+A value fix moves only the lines that differed where a finding saw them (signatures for clocks
+and ids, the equal lines around per-user data): a date that never changes is left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from pcache.divergence.history import PREFIX_ROLES, normalize_numbers, squash, tool_function
+from pcache.divergence.regions import Region, changed_regions, lines_of, region_kind
+from pcache.patterns import CHANGING_CLOCK, CHANGING_ID, masked, values_of
+from pcache.prompt.request import tool_name
+
+if TYPE_CHECKING:
+    from pcache.rules.base import Diagnostic, Rule
+
+FAMILIES = {"clock": CHANGING_CLOCK, "random_id": CHANGING_ID}
+VALUE_CAUSES = ("clock", "random_id", "per_user")
+SLOT_NORMALIZERS = {"whitespace": squash, "number_format": normalize_numbers}
+HISTORY_CAUSES = frozenset(
+    {
+        "history_edit",
+        "history_truncated",
+        "compaction",
+        "reasoning_dropped",
+        "tool_call_id",
+        "arguments_reserialized",
+        "tool_result_reserialized",
+        "image",
+        "system_message_moved",
+        "whitespace",
+        "number_format",
+        "clock",
+        "random_id",
+    }
+)
+"""Causes that, in a history message of the same conversation, the append-only restore fixes."""
+
+
+@dataclass(eq=False, slots=True)
+class Fix:
+    """One defect, as found, and the finding it is charged to."""
+
+    rule: Rule
+    cause: str
+    summary: str
+    detail: str
+    hint: str
+    origin: int
+    """The request (its number) where the defect was seen."""
+    partner: str
+    """The label of the earlier request it was seen against."""
+    path: str
+    """The normalized path of the changed unit in the origin request."""
+    value: str = ""
+    """What changed, shortly (the moved lines, the tool names)."""
+    diagnostic: Diagnostic | None = None
+
+
+@dataclass(eq=False, slots=True)
+class MoveLines:
+    """Lines of system message `slot` that hold a changing value, moved out of the prefix."""
+
+    fix: Fix
+    slot: int
+    cause: str
+    signatures: set[str] = field(default_factory=set)
+    """Clock and id lines with their values masked (`patterns.masked`)."""
+    anchors: set[tuple[str | None, str | None]] = field(default_factory=set)
+    """Per-user data: the equal lines around it (None: the text's start or end)."""
+
+    def take(self, text: str) -> tuple[str, str]:
+        """(text without the lines, the lines taken)."""
+        lines = lines_of(text)
+        if self.cause in FAMILIES:
+            family = FAMILIES[self.cause]
+            keep, taken = [], []
+            for line in lines:
+                moved = values_of(family, line) and masked(family, line).strip() in self.signatures
+                (taken if moved else keep).append(line)
+            return "".join(keep), "".join(taken)
+        for before, after in self.anchors:
+            start = 0 if before is None else _index(lines, before, 0)
+            if start is None:
+                continue
+            start += 0 if before is None else 1
+            end = len(lines) if after is None else _index(lines, after, start)
+            if end is None or end <= start:
+                continue
+            return "".join(lines[:start] + lines[end:]), "".join(lines[start:end])
+        return text, ""
+
+
+def _index(lines: list[str], line: str, start: int) -> int | None:
+    try:
+        return lines.index(line, start)
+    except ValueError:
+        return None
+
+
+@dataclass(eq=False, slots=True)
+class ToolValue:
+    fix: Fix
+    name: str
+    cause: str
+
+    def clean(self, description: str) -> str:
+        family = FAMILIES[self.cause]
+        for value in values_of(family, description):
+            description = description.replace(value, "")
+        return " ".join(description.split(" ")).replace("  ", " ").strip()
+
+
+@dataclass(eq=False, slots=True)
+class Restore:
+    """Request `number` repeats what request `partner` sent (fixed) in `unit`."""
+
+    fix: Fix
+    partner: int
+    unit: str
+    """`history` (the messages after the system prompt) or `prefix` (the system prompt)."""
+
+
+def tool_bytes(tool: Any) -> bytes:
+    return orjson.dumps(tool)
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@dataclass(slots=True)
+class FixPlan:
+    """Every fix found in a pass over the log, and what the log says is its stable form."""
+
+    fixes: list[Fix] = field(default_factory=list)
+    moves: list[MoveLines] = field(default_factory=list)
+    tool_values: dict[str, ToolValue] = field(default_factory=dict)
+    tool_orders: dict[frozenset[str], Fix] = field(default_factory=dict)
+    """Tool sets sent in more than one order."""
+    tool_sets: list[tuple[set[frozenset[str]], list[str], Fix]] = field(default_factory=list)
+    """(the tool sets seen, the full set's names in order, the fix)."""
+    tool_variants: dict[str, dict[bytes, Fix]] = field(default_factory=dict)
+    """Tool name -> the definitions of it that a finding saw differ."""
+    slot_variants: dict[tuple[str, bytes], tuple[str, Fix]] = field(default_factory=dict)
+    """(normalizer, normalized text) -> the text the earlier request sent."""
+    restores: dict[int, list[Restore]] = field(default_factory=dict)
+    orders: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    """How many requests sent each tool order (counted for every request)."""
+    definitions: Counter[tuple[str, bytes]] = field(default_factory=Counter)
+    """How many requests sent each definition of a tool."""
+    samples: dict[tuple[str, bytes], Any] = field(default_factory=dict)
+    """One tool object of each definition a fix may need."""
+    _last_tools: tuple[bytes, list[tuple[str, bytes]]] = (b"", [])
+
+    def __bool__(self) -> bool:
+        return bool(self.fixes)
+
+    def count(self, tools: list[Any]) -> None:
+        """Count one request's tool order and definitions (the stable form is the commonest)."""
+        if not tools:
+            return
+        whole = orjson.dumps(tools)
+        if whole != self._last_tools[0]:
+            keys = [(tool_name(tool), tool_bytes(tool)) for tool in tools]
+            self._last_tools = (whole, keys)
+        keys = self._last_tools[1]
+        self.orders[tuple(name for name, _ in keys)] += 1
+        for key, tool in zip(keys, tools, strict=True):
+            self.definitions[key] += 1
+            if key not in self.samples and len(self.samples) < 100_000:
+                self.samples[key] = tool
+
+    # -- what a comparison found ------------------------------------------------------------
+
+    def add(self, fix: Fix) -> Fix:
+        self.fixes.append(fix)
+        return fix
+
+    def move_lines(self, fix: Fix, slot: int, region: Region) -> bool:
+        """Record the lines of `region` (of system message `slot`) as values to move."""
+        move = next(
+            (m for m in self.moves if m.slot == slot and m.cause == fix.cause), None
+        ) or MoveLines(fix, slot, fix.cause)
+        if fix.cause in FAMILIES:
+            family = FAMILIES[fix.cause]
+            for text in (region.a_text, region.b_text):
+                for line in lines_of(text):
+                    if values_of(family, line):
+                        move.signatures.add(masked(family, line).strip())
+            if not move.signatures:
+                return False
+        else:
+            move.anchors.add((region.before, region.after))
+        if move not in self.moves:
+            self.moves.append(move)
+            self.add(fix)
+            return True
+        return False
+
+    def stable_order(self, names: frozenset[str]) -> tuple[str, ...] | None:
+        """The order most requests sent these tools in (ties: the first seen)."""
+        best = None
+        for order, count in self.orders.items():
+            if frozenset(order) == names and (best is None or count > best[1]):
+                best = (order, count)
+        return best[0] if best else None
+
+    def stable_definition(self, name: str) -> bytes | None:
+        variants = self.tool_variants.get(name)
+        if not variants:
+            return None
+        return max(variants, key=lambda key: self.definitions.get((name, key), 0))
+
+
+def compare_slots(old: str, new: str) -> list[tuple[Region, str | None]]:
+    """The changed regions of a system message and the kind of value each holds."""
+    return [(region, region_kind(region)) for region in changed_regions(old, new)]
+
+
+def prefix_count(messages: list[dict[str, Any]]) -> int:
+    """The system and developer messages ahead of the first turn."""
+    head = 0
+    while head < len(messages) and messages[head].get("role") in PREFIX_ROLES:
+        head += 1
+    return head
+
+
+def tool_description(tool: Any) -> str | None:
+    description = tool_function(tool).get("description") if isinstance(tool, dict) else None
+    return description if isinstance(description, str) else None
