@@ -1,16 +1,17 @@
-"""What changed between two versions of one text: the regions of lines that differ, and what
-kind of value each holds.
+"""What changed between two versions of one text: the regions of sentences that differ, and
+what kind of value each holds.
 
 A divergence says where two prompts part; the cause is in what changed there. Two system
 prompts that differ by an inserted `Current time: ...` line differ by a clock whoever sent
 them; two that differ in a `Name: ...` line differ by per-user data. `changed_regions` aligns
-the two texts line by line (difflib, no junk heuristic) and returns each run of lines that
-differs, with the equal lines around it (the anchors a fix uses to find the same place in
+the two texts sentence by sentence (lines, and the sentences of a line; difflib, no junk
+heuristic) and returns each run that differs, with the equal units around it (the anchors a fix uses to find the same place in
 another request); `region_kind` names the values a region holds.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -40,9 +41,19 @@ class Region:
     b_offset: int
 
 
+_UNIT_END = re.compile(r"\n|(?<=[.!?])[ \t]+(?=\S)")
+"""Where a unit of text ends: a line end, or the spaces after a sentence's end."""
+
+
 def lines_of(text: str) -> list[str]:
-    """The text's lines with their line ends kept (so that joining them gives the text)."""
-    lines = text.splitlines(keepends=True)
+    """The text's units, lines and the sentences within a line, each with what ends it (so
+    that joining them gives the text): a value is moved with its sentence, not its paragraph."""
+    lines, start = [], 0
+    for end in _UNIT_END.finditer(text):
+        lines.append(text[start : end.end()])
+        start = end.end()
+    if start < len(text):
+        lines.append(text[start:])
     if len(lines) > MAX_LINES:
         lines = [*lines[: MAX_LINES - 1], "".join(lines[MAX_LINES - 1 :])]
     return lines

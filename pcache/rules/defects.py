@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pcache.divergence.causes import CAUSES
-from pcache.divergence.classify import RENDERED_PARAMETERS, explain
+from pcache.divergence.classify import RENDERED_PARAMETERS, _small_change, explain
 from pcache.divergence.fewshot import fewshot_change, paragraphs
 from pcache.divergence.history import normalize_numbers, squash
 from pcache.prompt.request import tool_name
@@ -37,6 +37,7 @@ from pcache.rules.fix_plan import (
     tool_bytes,
     tool_description,
 )
+from pcache.patterns import masked, values_of
 from pcache.rules.patterns import short
 
 if TYPE_CHECKING:
@@ -46,16 +47,9 @@ if TYPE_CHECKING:
 Reports = Callable[["Rule"], bool]
 
 
-def fewshot_key(text: str) -> str:
-    """A system prompt's few-shot examples in a fixed order (reordering them keeps the key)."""
-    return "\n\n".join(sorted(paragraphs(text)))
-
-
-NORMALIZERS = {
-    "whitespace": squash,
-    "number_format": normalize_numbers,
-    "fewshot_order": fewshot_key,
-}
+NORMALIZERS = {"whitespace": squash, "number_format": normalize_numbers, "exact": str}
+"""What a system prompt's drift keeps: a text that normalizes to a key seen drift is sent as
+the earlier request sent it (`exact`: few-shot examples reordered or resampled, pinned)."""
 
 
 class Finder:
@@ -66,6 +60,8 @@ class Finder:
         self.rule_for_cause = rule_for_cause
         self.reports = reports
         self.earlier_number = -1
+        self.followed = False
+        """Whether the shared part goes on after the system prompt (tools both send)."""
 
     def _fix(self, cause: str, origin: int, partner: str, path: str, detail: str, value: str):
         rule = self.rule_for_cause.get(cause)
@@ -92,6 +88,7 @@ class Finder:
         label = other.label
         if earlier.prefix_part != current.prefix_part:
             self.earlier_number = earlier_number
+            self.followed = bool(request.tools and other.tools)
             same_app = self._prefix(request, other, number, label, conversation)
             if same_app or conversation:
                 self._tools(request, other, number, label)
@@ -113,16 +110,19 @@ class Finder:
             if not isinstance(old, str) or not isinstance(new, str):
                 continue
             path = f"messages[{slot}].content"
-            for cause, normalize in NORMALIZERS.items():
-                if normalize(old) == normalize(new) and (
-                    cause != "fewshot_order" or fewshot_change(paragraphs(old), paragraphs(new))
+            cause = _drift(old, new)
+            if cause is not None:
+                fix = self._fix(cause, number, label, path, f"in messages[{slot}]", "")
+                key = "exact" if cause == "fewshot_order" else cause
+                normalize = NORMALIZERS[key]
+                if (
+                    fix is not None
+                    and (key, text_key(normalize(new))) not in self.plan.slot_variants
                 ):
-                    fix = self._fix(cause, number, label, path, f"in messages[{slot}]", "")
-                    if fix is not None:
-                        self.plan.slot_variants.setdefault(
-                            (cause, text_key(normalize(new))), (old, self.plan.add(fix))
-                        )
-                    break
+                    self.plan.slot_variants[(key, text_key(normalize(new)))] = (
+                        old,
+                        self.plan.add(fix),
+                    )
             else:
                 same_app &= self._regions(old, new, slot, number, label, conversation)
         return same_app
@@ -137,6 +137,10 @@ class Finder:
             return False  # another system prompt: another app
         path = f"messages[{slot}].content"
         for region, kind in regions:
+            if kind is None and not conversation and _small_change(old, new):
+                kind = "per_user"  # two users' versions of one prompt
+            if kind == "per_user" and region.after is None and not self.followed:
+                continue  # nothing shared follows it: moving it saves nothing
             if kind is None and conversation:
                 kind = "system_prompt"
             if kind is None:
@@ -164,6 +168,8 @@ class Finder:
             self._definitions(request, other, number, label)
             return
         mine, theirs = frozenset(names), frozenset(their_names)
+        if mine != theirs and self._renamed(names, their_names, number, label):
+            return
         if mine == theirs and names != their_names:
             if mine not in self.plan.tool_orders:
                 detail = f"A: {', '.join(their_names)}; B: {', '.join(names)}"
@@ -173,6 +179,23 @@ class Finder:
         elif mine != theirs and mine & theirs:
             self._tool_set(names, their_names, number, label)
         self._definitions(request, other, number, label)
+
+    def _renamed(self, names: list[str], their_names: list[str], number: int, label) -> bool:
+        """Tools whose names differ only in an id (a random alias per request)."""
+        if len(names) != len(their_names):
+            return False
+        pairs = [(a, b) for a, b in zip(their_names, names, strict=True) if a != b]
+        family = FAMILIES["random_id"]
+        if not pairs or any(
+            not values_of(family, b) or masked(family, a) != masked(family, b) for a, b in pairs
+        ):
+            return False
+        fix = self._fix("random_id", number, label, "tools", "in a tool name", short(pairs[0][1]))
+        if fix is not None:
+            for _, name in pairs:
+                self.plan.tool_name_ids.setdefault(masked(family, name), fix)
+            self.plan.add(fix)
+        return True
 
     def _tool_set(self, names: list[str], their_names: list[str], number: int, label) -> None:
         mine, theirs = frozenset(names), frozenset(their_names)
@@ -224,9 +247,8 @@ class Finder:
             if left in variants and right in variants:
                 continue
             self.plan.add(fix)
-            for key, sample in ((left, old), (right, tool)):
+            for key in (left, right):
                 variants.setdefault(key, fix)
-                self.plan.samples.setdefault((name, key), sample)
 
     # -- parameters and history --------------------------------------------------------------
 
@@ -270,6 +292,17 @@ class Finder:
             self.plan.restores.setdefault(number, []).append(
                 Restore(self.plan.add(fix), earlier_number, "history")
             )
+
+
+def _drift(old: str, new: str) -> str | None:
+    """How one system prompt drifted from another without changing what it says."""
+    if squash(old) == squash(new):
+        return "whitespace"
+    if normalize_numbers(old) == normalize_numbers(new):
+        return "number_format"
+    if fewshot_change(paragraphs(old), paragraphs(new)) is not None:
+        return "fewshot_order"
+    return None
 
 
 def _history_token(rendered, index: int) -> int | None:

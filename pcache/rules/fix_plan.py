@@ -6,15 +6,15 @@ defect it finds there, a `Fix`: what the rule's own advice ("Use instead") does 
 The fixes are applied to the bodies of the whole log afterwards (`pcache.rules.fixed_replay`),
 so a fix also reaches the requests before the one where the defect was seen:
 
-- a clock, an id or per-user data in a system prompt (`MoveLines`): the changed lines leave
+- a clock, an id or per-user data in a system prompt (`MoveLines`): the changed sentences leave
   the shared part; a clock goes to the request's newest turn, per-user data to the first user
   turn (their tokens stay, as new content), an id is dropped (it belongs in metadata);
-- a clock or an id in a tool description (`ToolValue`): the value is dropped;
-- tools in another order (`ToolOrder`): every request with that tool set sends it in the order
-  most requests used; a tool removed or added (`ToolSet`): the full set, every time;
-- one tool's definition written another way (`ToolVariant`): the definition most requests sent;
-- whitespace, number formats, few-shot order in a system prompt (`SlotVariant`): the text the
-  earlier request sent;
+- a clock or an id in a tool description (`ToolValue`) or name: the value is dropped;
+- tools in another order: every request with that tool set sends it in the order the log sent
+  it first; a tool removed or added: the full set, every time;
+- one tool's definition written another way: the definition the log sent first;
+- whitespace, number formats, few-shot order in a system prompt: the text the earlier request
+  sent;
 - the history of a conversation edited, windowed, compacted, its reasoning or ids dropped, or
   the system prompt changed mid-session (`Restore`): the request repeats what the earlier
   request of its conversation sent, then adds its own new messages (append-only).
@@ -26,13 +26,12 @@ and ids, the equal lines around per-user data): a date that never changes is lef
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from pcache.divergence.history import PREFIX_ROLES, normalize_numbers, squash, tool_function
+from pcache.divergence.history import PREFIX_ROLES, tool_function
 from pcache.divergence.regions import Region, changed_regions, lines_of, region_kind
 from pcache.patterns import CHANGING_CLOCK, CHANGING_ID, masked, values_of
 from pcache.prompt.request import tool_name
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 
 FAMILIES = {"clock": CHANGING_CLOCK, "random_id": CHANGING_ID}
 VALUE_CAUSES = ("clock", "random_id", "per_user")
-SLOT_NORMALIZERS = {"whitespace": squash, "number_format": normalize_numbers}
 HISTORY_CAUSES = frozenset(
     {
         "history_edit",
@@ -162,6 +160,8 @@ class FixPlan:
     fixes: list[Fix] = field(default_factory=list)
     moves: list[MoveLines] = field(default_factory=list)
     tool_values: dict[str, ToolValue] = field(default_factory=dict)
+    tool_name_ids: dict[str, Fix] = field(default_factory=dict)
+    """Tool names (their ids masked) that carry a random alias."""
     tool_orders: dict[frozenset[str], Fix] = field(default_factory=dict)
     """Tool sets sent in more than one order."""
     tool_sets: list[tuple[set[frozenset[str]], list[str], Fix]] = field(default_factory=list)
@@ -171,31 +171,39 @@ class FixPlan:
     slot_variants: dict[tuple[str, bytes], tuple[str, Fix]] = field(default_factory=dict)
     """(normalizer, normalized text) -> the text the earlier request sent."""
     restores: dict[int, list[Restore]] = field(default_factory=dict)
-    orders: Counter[tuple[str, ...]] = field(default_factory=Counter)
-    """How many requests sent each tool order (counted for every request)."""
-    definitions: Counter[tuple[str, bytes]] = field(default_factory=Counter)
-    """How many requests sent each definition of a tool."""
+
+    @property
+    def slot_kinds(self) -> list[str]:
+        """The normalizers some drift was seen under (`pcache.rules.defects.NORMALIZERS`)."""
+        return sorted({kind for kind, _ in self.slot_variants})
+
+    first_orders: dict[frozenset[str], tuple[str, ...]] = field(default_factory=dict)
+    """The order each tool set was first sent in (the stable order a fix sends it in)."""
+    first_definitions: dict[str, bytes] = field(default_factory=dict)
+    """The definition each tool was first sent with."""
     samples: dict[tuple[str, bytes], Any] = field(default_factory=dict)
     """One tool object of each definition a fix may need."""
-    _last_tools: tuple[bytes, list[tuple[str, bytes]]] = (b"", [])
+    _last_tools: bytes = b""
 
     def __bool__(self) -> bool:
         return bool(self.fixes)
 
     def count(self, tools: list[Any]) -> None:
-        """Count one request's tool order and definitions (the stable form is the commonest)."""
+        """Remember the first order of a tool set and the first definition of each tool: the
+        stable forms a fix sends (what the log sent first stays as it was)."""
         if not tools:
             return
         whole = orjson.dumps(tools)
-        if whole != self._last_tools[0]:
-            keys = [(tool_name(tool), tool_bytes(tool)) for tool in tools]
-            self._last_tools = (whole, keys)
-        keys = self._last_tools[1]
-        self.orders[tuple(name for name, _ in keys)] += 1
-        for key, tool in zip(keys, tools, strict=True):
-            self.definitions[key] += 1
-            if key not in self.samples and len(self.samples) < 100_000:
-                self.samples[key] = tool
+        if whole == self._last_tools:  # consecutive requests mostly send the same tools
+            return
+        self._last_tools = whole
+        names = tuple(tool_name(tool) for tool in tools)
+        self.first_orders.setdefault(frozenset(names), names)
+        for name, tool in zip(names, tools, strict=True):
+            if name not in self.first_definitions:
+                key = tool_bytes(tool)
+                self.first_definitions[name] = key
+                self.samples[(name, key)] = tool
 
     # -- what a comparison found ------------------------------------------------------------
 
@@ -225,18 +233,14 @@ class FixPlan:
         return False
 
     def stable_order(self, names: frozenset[str]) -> tuple[str, ...] | None:
-        """The order most requests sent these tools in (ties: the first seen)."""
-        best = None
-        for order, count in self.orders.items():
-            if frozenset(order) == names and (best is None or count > best[1]):
-                best = (order, count)
-        return best[0] if best else None
+        """The order these tools were first sent in."""
+        return self.first_orders.get(names)
 
     def stable_definition(self, name: str) -> bytes | None:
-        variants = self.tool_variants.get(name)
-        if not variants:
+        """The definition of a tool whose definition drifted that the log sent first."""
+        if name not in self.tool_variants:
             return None
-        return max(variants, key=lambda key: self.definitions.get((name, key), 0))
+        return self.first_definitions.get(name)
 
 
 def compare_slots(old: str, new: str) -> list[tuple[Region, str | None]]:

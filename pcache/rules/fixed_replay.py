@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from pcache.divergence.classify import RENDERED_PARAMETERS
 from pcache.prompt.request import KIND_OPENAI, Request, request_from_document, tool_name
 from pcache.rules.defects import NORMALIZERS
-from pcache.rules.fix_plan import Fix, FixPlan, prefix_count, text_key, tool_bytes
+from pcache.patterns import masked, values_of
+from pcache.rules.fix_plan import FAMILIES, Fix, FixPlan, prefix_count, text_key, tool_bytes
 
 if TYPE_CHECKING:
     pass
@@ -163,8 +164,8 @@ def _fix_prefix(plan: FixPlan, prefix: list[dict[str, Any]], fixed: Fixed) -> tu
                     to_newest.append(taken.strip())
                 elif move.cause == "per_user":
                     to_first.append(taken.strip())
-        for cause, normalize in NORMALIZERS.items():
-            found = plan.slot_variants.get((cause, text_key(normalize(text))))
+        for cause in plan.slot_kinds:
+            found = plan.slot_variants.get((cause, text_key(NORMALIZERS[cause](text))))
             if found is not None and found[0] != text:
                 canonical, fix = found
                 for move in plan.moves:
@@ -197,6 +198,8 @@ def _fix_tools(plan: FixPlan, tools: list[Any], fixed: Fixed) -> list[Any]:
     result = []
     for tool in tools:
         name = tool_name(tool)
+        if plan.tool_name_ids:
+            tool, name = _without_alias(plan, tool, name, fixed)
         value = plan.tool_values.get(name)
         if value is not None:
             cleaned = _clean_description(tool, value.clean)
@@ -236,15 +239,25 @@ def _fix_tools(plan: FixPlan, tools: list[Any], fixed: Fixed) -> list[Any]:
     return result
 
 
+def _without_alias(plan: FixPlan, tool: Any, name: str, fixed: Fixed) -> tuple[Any, str]:
+    """The tool with the random id of its name dropped, when a fix names it."""
+    family = FAMILIES["random_id"]
+    if not values_of(family, name):
+        return tool, name
+    fix = plan.tool_name_ids.get(masked(family, name))
+    if fix is None or not isinstance(tool, dict):
+        return tool, name
+    stable = masked(family, name).replace("\0", "")
+    fixed.direct.append(fix)
+    if isinstance(tool.get("function"), dict):
+        return {**tool, "function": {**tool["function"], "name": stable}}, stable
+    return {**tool, "name": stable}, stable
+
+
 def _sample(plan: FixPlan, name: str) -> Any:
-    stable = plan.stable_definition(name)
-    if stable is not None:
-        return plan.samples[(name, stable)]
-    best = None
-    for (sample_name, key), count in plan.definitions.items():
-        if sample_name == name and (best is None or count > best[1]):
-            best = (key, count)
-    return plan.samples.get((name, best[0])) if best else None
+    """The tool a full tool set adds: its first definition in the log."""
+    first = plan.first_definitions.get(name)
+    return plan.samples.get((name, first)) if first is not None else None
 
 
 def _clean_description(tool: Any, clean) -> Any:
@@ -309,13 +322,14 @@ class Outcome:
     saving: int
     """Tokens it re-prefills less in the fixed log (negative: more)."""
     holder_fixes: tuple[Fix, ...]
-    """The fixes that changed the fixed request holding its prefix."""
+    """For a request no fix changed: the fixes that changed the request it reuses in the fixed
+    log (a gain), or the one it reused as is (a loss)."""
 
 
 class FixedLog:
     """The second pass: the requests fixed, rendered and looked up request by request."""
 
-    def __init__(self, plan: FixPlan, settings, models, lifetime_ms, predecessors, needed):
+    def __init__(self, plan: FixPlan, settings, models, lifetime_ms, predecessors, needed, holders):
         from pcache.cache.reuse import PrefixIndex
 
         self.plan = plan
@@ -326,10 +340,12 @@ class FixedLog:
         """Each request's session predecessor (its number; -1: a session's first request)."""
         self.needed = needed
         """How many later requests repeat each request's fixed form (by number)."""
+        self.holders = holders
+        """The request holding each request's longest prefix in the log as is."""
         self.kept: dict[int, Kept] = {}
         self.changed_by: dict[int, tuple[Fix, ...]] = {}
-        """The fixes that changed each request of the fixed log the cache may still return."""
-        self.forget_at = 256
+        """The fixes that changed each changed request (one tuple per distinct set)."""
+        self.sets: dict[tuple[Fix, ...], tuple[Fix, ...]] = {}
 
     def replay(self, requests: Iterator[Request], lost: list[int]) -> Iterator[Outcome]:
         from pcache.cache.reuse import reusable
@@ -356,13 +372,15 @@ class FixedLog:
             match = self.index.match(fixed_tokens, namespace)
             profile = self.models.of(request.model)
             reused = reusable(profile, match.length, len(fixed_tokens), self.settings.block_size)
-            holder = self.changed_by.get(match.holder, ()) if match.holder is not None else ()
+            saving = lost[number] - (len(fixed_tokens) - reused)
+            source = match.holder if saving > 0 else self.holders[number]
+            holder = self.changed_by.get(source, ()) if source is not None else ()
             inserted = self.index.insert(match, request.timestamp)
             assert inserted == number, (inserted, number)
             if fixed.changed:
-                self.changed_by[number] = tuple(dict.fromkeys([*fixed.direct, *fixed.carried]))
+                fixes = tuple(dict.fromkeys([*fixed.direct, *fixed.carried]))
+                self.changed_by[number] = self.sets.setdefault(fixes, fixes)
             self._keep(number, kept, previous)
-            saving = lost[number] - (len(fixed_tokens) - reused)
             yield Outcome(number, fixed, tokens, fixed_tokens, reused, saving, holder)
             number += 1
 
@@ -374,7 +392,3 @@ class FixedLog:
                     del self.kept[used]
         if self.needed.get(number, 0) > 0:
             self.kept[number] = kept
-        if number >= self.forget_at:
-            live = self.index.live_holders()
-            self.changed_by = {n: f for n, f in self.changed_by.items() if n in live}
-            self.forget_at = number + max(256, len(self.changed_by))

@@ -212,6 +212,8 @@ class _Run:
         self.finder = Finder(self.plan, RULE_FOR_CAUSE, self._reports)
         self.lost: list[int] = []
         """What each request re-prefills as is (by number)."""
+        self.holders: list[int] = []
+        """The request holding each request's longest cached prefix as is (-1: none)."""
         self.predecessors: list[int] = []
         """Each request's session predecessor (its number; -1: none)."""
         self.needed: dict[int, int] = {}
@@ -223,6 +225,8 @@ class _Run:
         self.check_findings: dict[tuple[int, str], Diagnostic] = {}
         """The checks' findings of divergence rules, by (request number, rule code)."""
         self.fixed_findings: dict[tuple[int, str], Diagnostic] = {}
+        self.first_changes: dict[Fix, tuple] = {}
+        """Where each fix first changed a request of the fixed log."""
         self.debts: dict[str, int] = {}
         """Tokens the fixed log costs more than the log in some requests, by rule."""
         self.rendered_contexts: deque[RequestContext] = deque()
@@ -443,6 +447,7 @@ class _Run:
         self._find_defects(current, number, previous, found)
         settled = self.costs.settle(current, found)
         self.lost.append(settled.lost)
+        self.holders.append(found.holder if found.holder is not None else -1)
         previous_number = previous.number if previous is not None else -1
         self.predecessors.append(previous_number)
         for used in {previous_number, *(r.partner for r in self.plan.restores.get(number, ()))}:
@@ -582,6 +587,7 @@ class _Run:
                 debt -= paid
                 if not debt:
                     break
+            self.summary.unpaid_tokens += debt
         self.debts.clear()
 
     def _replay_fixed(self) -> None:
@@ -600,6 +606,7 @@ class _Run:
             self.costs.lifetime_ms,
             self.predecessors,
             self.needed,
+            self.holders,
         )
         writer = FixedWriter(self.write_fixed) if self.write_fixed is not None else None
         try:
@@ -626,8 +633,8 @@ class _Run:
         direct = list(dict.fromkeys(fixed.direct))
         fixes = list(dict.fromkeys([*direct, *fixed.carried])) or list(outcome.holder_fixes)
         for fix in direct:
-            if fix.diagnostic is None:
-                fix.diagnostic = self._fixed_finding(fix, outcome)
+            if fix not in self.first_changes:
+                self.first_changes[fix] = self._where(fix, outcome)
         if not outcome.saving or not fixes:
             return
         share, left = divmod(outcome.saving, len(fixes))
@@ -636,36 +643,48 @@ class _Run:
             if tokens < 0:
                 self.debts[fix.rule.code] = self.debts.get(fix.rule.code, 0) - tokens
                 continue
+            if not tokens:
+                continue
             if fix in direct:
-                diagnostic = self._fixed_finding(fix, outcome)
+                diagnostic = self._fixed_finding(fix, self._where(fix, outcome))
+            elif fix.diagnostic is not None:
+                diagnostic = fix.diagnostic
             else:
-                diagnostic = fix.diagnostic or self._fixed_finding(fix, outcome)
+                diagnostic = self._fixed_finding(fix, self.first_changes[fix])
             diagnostic.tokens_reprefilled += tokens
             self.totals[fix.rule.code].tokens_reprefilled += tokens
 
-    def _fixed_finding(self, fix: Fix, outcome) -> Diagnostic:
-        """The finding of `fix` on the request of `outcome` (the check's finding there, if
-        the rule's check reported the request, made the divergence's)."""
-        key = (outcome.number, fix.rule.code)
-        found = self.fixed_findings.get(key)
-        if found is not None:
-            return found
-        original = outcome.fixed.original
-        current = RequestContext(original, self.settings)
+    def _where(self, fix: Fix, outcome) -> tuple[int, Request, int | None, str]:
+        """(request number, the request as sent, the first token the fix changed there, the
+        finding's message)."""
         position = common_prefix_length(outcome.tokens, outcome.fixed_tokens)
         if position >= len(outcome.tokens):
             position = None
-        message = _fixed_message(fix, outcome)
-        path = original.source_path(_path_in(fix, original))
+        return outcome.number, outcome.fixed.original, position, _fixed_message(fix, outcome)
+
+    def _fixed_finding(self, fix: Fix, where) -> Diagnostic:
+        """The finding of `fix` on a request it changed (the check's finding there, if the
+        rule's check reported the request, made the divergence's)."""
+        number, original, position, message = where
+        key = (number, fix.rule.code)
+        found = self.fixed_findings.get(key)
+        if found is not None:
+            return found
         checked = self.check_findings.pop(key, None)
         if checked is not None:
             checked.severity, checked.message = fix.rule.severity, message
-            checked.token_position = position if position is not None else checked.token_position
+            checked.fix_title = fix.hint
+            if position is not None:
+                checked.token_position = position
             diagnostic = checked
         else:
+            path = original.source_path(_path_in(fix, original))
             violation = Violation(message, path, token_position=position, fix_title=fix.hint)
+            current = RequestContext(original, self.settings)
             diagnostic = self._report(fix.rule, violation, current, position)
         self.fixed_findings[key] = diagnostic
+        if fix.diagnostic is None:
+            fix.diagnostic = diagnostic
         return diagnostic
 
     def _demote_constant_values(self) -> None:
@@ -720,8 +739,9 @@ class _Run:
 def _fixed_message(fix: Fix, outcome) -> str:
     detail = f" ({fix.detail})" if fix.detail else ""
     since = f" since request {fix.partner}" if outcome.number == fix.origin else ""
-    moved = outcome.fixed.moved.get(fix) or fix.value
-    value = f": {short(moved)}" if moved else ""
+    moved = outcome.fixed.moved.get(fix)
+    shown = fix.value if outcome.number == fix.origin else ""
+    value = f": {short(moved)}" if moved else f": {shown}" if shown else ""
     return f"{fix.summary}{detail}{since}{value}"
 
 

@@ -18,10 +18,12 @@ class RuleTotal:
 
 
 IF_FIXED_ASSUMES = (
-    "each reported divergence undone (the request repeats what the earlier request holding"
-    " its longest cached prefix has there, in the fixed log), then the log replayed through"
-    " an unlimited cache (that forgets a prefix unused for longer than the profile's longest"
-    " cache lifetime, when the profile has one and the requests have timestamps)"
+    "the fix each finding names applied to every request it changes (clocks moved to the"
+    " newest turn, ids dropped, per-user data moved into the first user turn, tools in one"
+    " stable order and set, drifted text and edited history sent as first sent), then the"
+    " fixed log (--write-fixed) replayed through an unlimited cache (that forgets a prefix"
+    " unused for longer than the profile's longest cache lifetime, when the profile has one"
+    " and the requests have timestamps)"
 )
 UNATTRIBUTED = ("first_request", "new_content", "partial_blocks", "unreported")
 """Re-prefilled tokens no finding is charged: a cache namespace's first request, content no
@@ -57,6 +59,9 @@ class LintSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     observed: ObservedUsage = field(default_factory=ObservedUsage)
     """The log's own cached-token counts beside the prediction (`requests` 0: none reported)."""
+    unpaid_tokens: int = 0
+    """What fixes cost more in some requests of the fixed log than all their findings saved
+    (block boundaries a fix moved): the findings' tokens exceed the fixed log's saving by it."""
     findings_not_listed: int = 0
     """Findings past the first `KEEP_FINDINGS` the run lists (in the rule totals only)."""
 
@@ -111,6 +116,7 @@ class LintSummary:
             "fixed_files": self.fixed_files,
             **({"skipped_tables": self.skipped_tables} if self.skipped_tables else {}),
             **({"observed": self.observed.as_dict()} if self.observed.requests else {}),
+            **({"unpaid_tokens": self.unpaid_tokens} if self.unpaid_tokens else {}),
             **(
                 {"findings_not_listed": self.findings_not_listed}
                 if self.findings_not_listed

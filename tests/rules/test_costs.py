@@ -2,9 +2,10 @@
 
 - lint's reusable tokens are `replay --simulate`'s hit tokens (unlimited, serial) on the same log;
 - per-rule totals plus unattributed tokens are exactly the re-prefilled tokens;
-- "if fixed" never reuses more than a replay of the fixed requests (the same log, the planted
-  changes not made);
-- the fixed log itself, linted with the defaults, has no findings and nothing to fix.
+- "if fixed" is `replay --simulate` of the log `--write-fixed` writes, and the findings' tokens
+  add up to what it re-prefills less than the log as is;
+- a log without the planted changes, linted with the defaults, has no charged finding and
+  nothing to fix.
 """
 
 from __future__ import annotations
@@ -85,9 +86,15 @@ def _write(tmp_path, name: str, log: list[dict]):
     return path
 
 
-def _replayed_hits(path) -> int:
+def _replayed(path) -> tuple[int, int]:
+    """(prompt tokens, hit tokens) of `replay --simulate` (unlimited, serial)."""
     trace = read_trace(path, settings=Settings(tokenizer=TOKENIZER))
-    return simulate(trace, SimulationOptions(policy="vllm", block_size=16)).hit_tokens
+    result = simulate(trace, SimulationOptions(policy="vllm", block_size=16))
+    return result.query_tokens, result.hit_tokens
+
+
+def _replayed_hits(path) -> int:
+    return _replayed(path)[1]
 
 
 @settings(
@@ -100,21 +107,27 @@ def test_costs_add_up_and_if_fixed_is_a_replay_bound(generated, tmp_path):
     planted, fixed = generated
     planted_path = _write(tmp_path, "planted.jsonl", planted)
     fixed_path = _write(tmp_path, "fixed.jsonl", fixed)
-    report = lint_paths([str(planted_path)], LintOptions(settings=Settings(tokenizer=TOKENIZER)))
+    written = tmp_path / "written.jsonl"
+    options = LintOptions(settings=Settings(tokenizer=TOKENIZER), write_fixed=str(written))
+    report = lint_paths([str(planted_path)], options)
     summary = report.summary
     assert summary.reusable_tokens == _replayed_hits(planted_path)
     charged = sum(row.tokens_reprefilled for row in summary.rules)
     assert charged == sum(d.tokens_reprefilled for d in report.diagnostics)
     assert charged + summary.unattributed_tokens == summary.prompt_tokens - summary.reusable_tokens
     assert summary.unattributed_tokens >= 0
+    prompt_fixed, hits_fixed = _replayed(written)
+    assert (prompt_fixed, hits_fixed) == (
+        summary.prompt_tokens_if_fixed,
+        summary.reusable_tokens_if_fixed,
+    )
+    saved = summary.reprefilled_tokens - (prompt_fixed - hits_fixed)
+    assert charged == saved + summary.unpaid_tokens
+    assert summary.reusable_tokens_if_fixed <= summary.prompt_tokens_if_fixed
     fixed_hits = _replayed_hits(fixed_path)
-    assert summary.reusable_tokens <= summary.reusable_tokens_if_fixed <= fixed_hits
     clean = lint_paths([str(fixed_path)], LintOptions(settings=Settings(tokenizer=TOKENIZER)))
     # the fixed log keeps one constant time of day: a warning on its own, never a lost token
     charged_or_errors = [d for d in clean.diagnostics if d.code != "PC101" or d.tokens_reprefilled]
     assert not charged_or_errors, [(d.code, d.message) for d in charged_or_errors]
     assert clean.summary.reusable_tokens == clean.summary.reusable_tokens_if_fixed == fixed_hits
     assert clean.summary.requests_changed_if_fixed == 0
-    first = min(report.diagnostics, key=lambda d: d.line, default=None)
-    if first is not None and first.line == 1:
-        assert first.tokens_reprefilled == 0  # the first request is never blamed
