@@ -33,9 +33,10 @@ class Region:
     a_text: str
     b_text: str
     before: str | None
-    """The equal line just before the region (None: the region starts the text)."""
+    """The equal unit just before the region, without its line end (None: the region starts
+    the text); units compare without the whitespace that ends them."""
     after: str | None
-    """The equal line just after it (None: the region ends the text)."""
+    """The equal unit just after it (None: the region ends the text)."""
     a_offset: int
     """Where the region starts in the old text (characters)."""
     b_offset: int
@@ -63,13 +64,14 @@ def changed_regions(old: str, new: str) -> list[Region]:
     """The runs of lines that differ between `old` and `new`, in order."""
     a, b = lines_of(old), lines_of(new)
     starts_a, starts_b = _starts(a), _starts(b)
+    keys_a, keys_b = [unit.rstrip() for unit in a], [unit.rstrip() for unit in b]
     regions = []
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    matcher = SequenceMatcher(None, keys_a, keys_b, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        before = a[i1 - 1] if i1 > 0 else None
-        after = a[i2] if i2 < len(a) else None
+        before = keys_a[i1 - 1] if i1 > 0 else None
+        after = keys_a[i2] if i2 < len(a) else None
         regions.append(
             Region(
                 i1,

@@ -103,12 +103,13 @@ class MoveLines:
                 moved = values_of(family, line) and masked(family, line).strip() in self.signatures
                 (taken if moved else keep).append(line)
             return "".join(keep), "".join(taken)
+        keys = [line.rstrip() for line in lines]
         for before, after in self.anchors:
-            start = 0 if before is None else _index(lines, before, 0)
+            start = 0 if before is None else _index(keys, before, 0)
             if start is None:
                 continue
             start += 0 if before is None else 1
-            end = len(lines) if after is None else _index(lines, after, start)
+            end = len(lines) if after is None else _index(keys, after, start)
             if end is None or end <= start:
                 continue
             return "".join(lines[:start] + lines[end:]), "".join(lines[start:end])

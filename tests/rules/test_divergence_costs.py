@@ -5,8 +5,8 @@ shares (a clock, an id, a per-user profile, schema key order, tool order, the to
 description). For each:
 
 - every charged finding has the cause's rule code, and there is one;
-- the tokens charged to it equal what `replay --simulate` saves on the corrected log (the planted
-  value replaced by the first request's everywhere) against the log as is, within 2%;
+- the tokens charged to it equal what `replay --simulate` saves on the fixed log lint writes
+  (`--write-fixed`: the fix the rule names, applied) against the log as is, exactly;
 - `pcache diff` on two requests of different sessions names the same rule;
 - the clean variant (the defect removed, as the rule's "Use instead" says) has no error or
   warning.
@@ -159,17 +159,18 @@ def _reprefilled(path) -> int:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("cause", sorted(CAUSES))
 def test_a_planted_cause_is_charged_what_fixing_it_saves(cause, seed, tmp_path):
-    planted, corrected, clean = generate(cause, seed)
+    planted, _, clean = generate(cause, seed)
     planted_path = _write(tmp_path, "planted.jsonl", planted)
-    corrected_path = _write(tmp_path, "corrected.jsonl", corrected)
-    report = lint_paths([str(planted_path)], LintOptions(settings=Settings(tokenizer=TOKENIZER)))
+    fixed_path = tmp_path / "fixed.jsonl"
+    options = LintOptions(settings=Settings(tokenizer=TOKENIZER), write_fixed=str(fixed_path))
+    report = lint_paths([str(planted_path)], options)
     charged = [d for d in report.diagnostics if d.tokens_reprefilled]
     rule = CAUSES[cause]
     assert charged, [(d.code, d.message) for d in report.diagnostics]
     assert {d.code for d in charged} == {rule}, [(d.code, d.message) for d in charged]
     tokens = sum(d.tokens_reprefilled for d in charged)
-    saved = _reprefilled(planted_path) - _reprefilled(corrected_path)
-    assert abs(tokens - saved) <= 0.02 * saved, (tokens, saved)
+    saved = _reprefilled(planted_path) - _reprefilled(fixed_path)
+    assert tokens == saved + report.summary.unpaid_tokens, (tokens, saved)
     summary = report.summary
     assert summary.reusable_tokens_if_fixed <= summary.prompt_tokens_if_fixed
     assert summary.reusable_tokens <= summary.reusable_tokens_if_fixed
