@@ -7,7 +7,8 @@ first differing character there, and names the cause from the requests' structur
 on both sides. It also says how far the changed unit reaches on each side (a message, a tool,
 the tool list), which is what undoing the change replaces.
 
-`same_conversation` says whether B continues A's conversation: a changed message of the history
+`same_conversation` says whether B continues A's conversation (`continued`: B is known to go on
+after all of A's messages, as a session's next request does): a changed message of the history
 is an edit only then; between two conversations the messages are simply their own, and only the
 shared part (system prompt, tools, parameters) can hold a defect: a clock, an id, per-user data.
 """
@@ -97,6 +98,7 @@ def explain(
     token_a: int,
     token_b: int | None = None,
     same_conversation: bool = True,
+    continued: bool = False,
 ) -> Divergence:
     """The classified divergence of B from A after their shared `token_a` / `token_b` tokens."""
     token_b = token_a if token_b is None else token_b
@@ -118,7 +120,9 @@ def explain(
         cause = make_cause("append", None, b.path_at(char_b), *excerpts)
         return Divergence(cause, char_a, char_b, a.num_tokens, token_b)
     span_a, span_b = a.span_at(char_a), b.span_at(char_b)
-    kind, detail, unit = _classify(a, b, char_a, char_b, span_a, span_b, same_conversation)
+    kind, detail, unit = _classify(
+        a, b, char_a, char_b, span_a, span_b, same_conversation, continued
+    )
     cause = make_cause(
         kind, span_a.path if span_a else None, span_b.path if span_b else None, *excerpts, detail
     )
@@ -184,7 +188,9 @@ def _under(normalized: str, path: str, rest: bool) -> bool:
 # -- the classifier -------------------------------------------------------------------------
 
 
-def _classify(a, b, char_a, char_b, span_a, span_b, same_conversation) -> tuple[str, str, Unit]:
+def _classify(
+    a, b, char_a, char_b, span_a, span_b, same_conversation, continued=False
+) -> tuple[str, str, Unit]:
     ra, rb = a.request, b.request
     norm_a = span_a.normalized if span_a else None
     norm_b = span_b.normalized if span_b else None
@@ -202,7 +208,17 @@ def _classify(a, b, char_a, char_b, span_a, span_b, same_conversation) -> tuple[
     if key == "messages":
         offset_b = char_b - span_b.start if span_b and norm_b.endswith(".content") else None
         return _classify_messages(
-            ra, rb, a.text, char_a, b.text, char_b, index_a, index_b, same_conversation, offset_b
+            ra,
+            rb,
+            a.text,
+            char_a,
+            b.text,
+            char_b,
+            index_a,
+            index_b,
+            same_conversation,
+            offset_b,
+            continued,
         )
     kind = _text_kind(a.text, char_a, b.text, char_b) or "content"
     return kind, "", (norm_a, norm_b)
@@ -332,7 +348,17 @@ def _history_detail(change) -> str:
 
 
 def _classify_messages(
-    a, b, a_text, char_a, b_text, char_b, index_a, index_b, same_conversation, offset_b=None
+    a,
+    b,
+    a_text,
+    char_a,
+    b_text,
+    char_b,
+    index_a,
+    index_b,
+    same_conversation,
+    offset_b=None,
+    continued=False,
 ) -> tuple[str, str, Unit]:
     index = index_a if index_a is not None else index_b
     index_a = index if index_a is None else index_a
@@ -346,7 +372,8 @@ def _classify_messages(
         return _classify_prefix_message(
             ma, mb, a_text, char_a, b_text, char_b, index, same_conversation, unit, offset_b
         )
-    if not same_conversation or _is_newest_turn(a, index_a):
+    retry = _is_newest_turn(a, index_a) and (not continued or _is_retry(a, b, index_a, index_b))
+    if not same_conversation or retry:
         return "content", "", unit  # another conversation, or a retry of A's newest turn
     change = compare_messages(a.messages, b.messages)
     if change.kind in ("window", "compaction", "clipping", "system-injection"):
@@ -375,6 +402,18 @@ def _is_newest_turn(request: Request, index: int) -> bool:
     """Message `index` is the request's newest user turn (or after it)."""
     users = [i for i, m in enumerate(request.messages) if m.get("role") == "user"]
     return bool(users) and index >= users[-1]
+
+
+def _is_retry(a: Request, b: Request, index_a: int | None, index_b: int | None) -> bool:
+    """B asks A's newest question again, another way: the changed message is the newest user
+    message of both (B goes on after A's turn otherwise: an agent's tool calls and results
+    are history once B repeats them)."""
+
+    def last_user(request: Request) -> int | None:
+        users = [i for i, m in enumerate(request.messages) if m.get("role") == "user"]
+        return users[-1] if users else None
+
+    return index_a == last_user(a) and index_b == last_user(b)
 
 
 def _is_prefix_message(request: Request, index: int | None) -> bool:

@@ -33,6 +33,7 @@ from pcache.rules.fix_plan import (
     ToolValue,
     compare_slots,
     prefix_count,
+    exact,
     text_key,
     tool_bytes,
     tool_description,
@@ -269,14 +270,14 @@ class Finder:
         mine, theirs = current.request.messages, earlier.request.messages
         head, their_head = prefix_count(mine), prefix_count(theirs)
         rest, their_rest = mine[head:], theirs[their_head:]
-        if not their_rest or rest[: len(their_rest)] == their_rest:
+        if not their_rest or exact(rest[: len(their_rest)]) == exact(their_rest):
             return  # R appends to C's conversation: nothing to restore
         a, b = earlier.rendered, current.rendered
         start_a = _history_token(a, their_head)
         start_b = _history_token(b, head)
         if start_a is None or start_b is None:
             return
-        divergence = explain(a, b, start_a, start_b, True)
+        divergence = explain(a, b, start_a, start_b, True, continued=True)
         if divergence.b_char is not None and divergence.b_char < b.token_char(start_b):
             return  # the two differ before the history: the shared part's own cause
         cause = divergence.cause.kind

@@ -150,6 +150,12 @@ def tool_bytes(tool: Any) -> bytes:
     return orjson.dumps(tool)
 
 
+def exact(value: Any) -> bytes:
+    """A JSON value as sent, key order included (dicts compare equal in any order; a prompt
+    does not)."""
+    return orjson.dumps(value)
+
+
 def text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 

@@ -25,7 +25,15 @@ from pcache.divergence.classify import RENDERED_PARAMETERS
 from pcache.prompt.request import KIND_OPENAI, Request, request_from_document, tool_name
 from pcache.rules.defects import NORMALIZERS
 from pcache.patterns import masked, values_of
-from pcache.rules.fix_plan import FAMILIES, Fix, FixPlan, prefix_count, text_key, tool_bytes
+from pcache.rules.fix_plan import (
+    FAMILIES,
+    Fix,
+    FixPlan,
+    exact,
+    prefix_count,
+    text_key,
+    tool_bytes,
+)
 
 if TYPE_CHECKING:
     pass
@@ -60,6 +68,7 @@ class Kept:
     rest: list[dict[str, Any]]
     """Its messages after the system prompt, as sent."""
     fixed_rest: list[dict[str, Any]]
+    """Them in the fixed log (`rest` itself when no fix changed them)."""
     fixed_prefix: list[dict[str, Any]]
     raw: dict[str, Any]
     fixes: list[Fix]
@@ -88,8 +97,8 @@ def fixed_request(
             rest, own = joined
             fixed.direct.append(history.fix)
             fixed.carried.extend(partner.fixes)
-    elif previous is not None and previous.fixed_rest != previous.rest:
-        if rest[: len(previous.rest)] == previous.rest:
+    elif previous is not None and previous.fixed_rest is not previous.rest:
+        if exact(rest[: len(previous.rest)]) == exact(previous.rest):
             own = len(previous.fixed_rest)
             rest = [*previous.fixed_rest, *rest[len(previous.rest) :]]
             fixed.carried.extend(previous.fixes)
@@ -118,13 +127,14 @@ def fixed_request(
     fixed_messages = [*prefix, *rest]
     if fixed.changed:
         fixed.request = _rebuilt(request, fixed_messages, tools, raw_changes)
-    fixed_rest_fixes = list(dict.fromkeys([*rest_fixes, *fixed.direct]))
+    sent_rest = list(messages[head:])
+    rest_changed = fixed.changed and exact(rest) != exact(sent_rest)
     kept = Kept(
-        list(messages[head:]),
-        rest if fixed.changed else list(messages[head:]),
+        sent_rest,
+        rest if rest_changed else sent_rest,
         prefix,
         {**request.raw, **raw_changes},
-        fixed_rest_fixes if fixed.changed else [],
+        list(dict.fromkeys([*rest_fixes, *fixed.direct])) if rest_changed else [],
     )
     return fixed, kept
 
@@ -133,8 +143,9 @@ def _append_only(partner: Kept, rest: list[dict[str, Any]]) -> tuple[list, int] 
     """The partner's fixed messages followed by what this request adds after the last message
     it shares with the partner; None when it shares none."""
     for back, message in enumerate(reversed(partner.rest)):
+        sent = exact(message)
         for index in range(len(rest) - 1, -1, -1):
-            if rest[index] == message:
+            if exact(rest[index]) == sent:
                 kept = len(partner.rest) - back
                 shift = len(partner.fixed_rest) - len(partner.rest)
                 head = partner.fixed_rest[: kept + shift]

@@ -457,7 +457,8 @@ class _Run:
         for rule, violation in wanted:
             position = self._position(current, violation)
             diagnostic = self._report(rule, violation, current, position)
-            if rule.code in RULE_CODES_WITH_CAUSES and diagnostic.listed:
+            free = rule.code in RULE_CODES_WITH_CAUSES and not violation.at_template
+            if free and diagnostic.listed:
                 self.check_findings[(number, rule.code)] = diagnostic
             if violation.claims == "rounding" and not violation.hint and rounded:
                 diagnostic.tokens_reprefilled += rounded
@@ -688,12 +689,14 @@ class _Run:
         return diagnostic
 
     def _demote_constant_values(self) -> None:
-        """A clock or an id the log never changes costs nothing here: its check's finding is
-        kept only when the rule was asked for, as information (one request alone keeps it)."""
+        """A clock or an id that the log never changes costs nothing in it: the check's finding
+        is kept only when the rule was asked for, as information (one request alone keeps
+        its warning)."""
         if self.summary.requests < 2:
             return
         fixed_codes = {fix.rule.code for fix in self.plan.fixes}
-        for (_, code), diagnostic in self.check_findings.items():
+        for diagnostic in self.check_findings.values():
+            code = diagnostic.code
             if code not in CONSTANT_VALUE_CODES or code in fixed_codes:
                 continue
             if diagnostic.tokens_reprefilled or diagnostic.severity == "info":

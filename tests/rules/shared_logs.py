@@ -80,7 +80,10 @@ class App:
     tools: list[tuple[str, str]]
 
 
-APPS = {"travel": App("travel", TRAVEL, TRAVEL_TOOLS), "review": App("review", REVIEW, REVIEW_TOOLS)}
+APPS = {
+    "travel": App("travel", TRAVEL, TRAVEL_TOOLS),
+    "review": App("review", REVIEW, REVIEW_TOOLS),
+}
 
 
 @dataclass
@@ -143,9 +146,11 @@ def _history(session: Session) -> list[dict]:
     if cause == "window" and turn >= 2:
         messages = messages[2 * (turn - 1) :]
     if cause == "compaction" and turn >= 2:
-        summary = {"role": "user", "content": "Summary of the conversation so far: " + " ".join(
-            str(m["content"])[:30] for m in messages[: 2 * (turn - 1)]
-        )}
+        summary = {
+            "role": "user",
+            "content": "Summary of the conversation so far: "
+            + " ".join(str(m["content"])[:30] for m in messages[: 2 * (turn - 1)]),
+        }
         messages = [summary, *messages[2 * (turn - 1) :]]
     return messages
 
@@ -198,3 +203,12 @@ def build(cause: str, shape: str, seed: int) -> tuple[list[dict], list[str]]:
         session.messages.append(reply)
         session.sent += 1
     return bodies, labels
+
+
+def interleave(first: list, second: list, rng: random.Random) -> tuple[list[dict], list[str]]:
+    """Two logs of (body, session) merged at random, each keeping its own order."""
+    merged, a, b = [], list(first), list(second)
+    while a or b:
+        source = a if b == [] or (a and rng.random() < len(a) / (len(a) + len(b))) else b
+        merged.append(source.pop(0))
+    return [body for body, _ in merged], [label for _, label in merged]
