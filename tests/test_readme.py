@@ -23,7 +23,7 @@ from tests.conftest import ROOT, run_pcache
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TEXTS = {page.relative_to(ROOT).as_posix(): page.read_text() for page in PAGES}
 README = TEXTS["README.md"]
-OUTPUT_OPTIONS = {"-o", "--out", "--output", "--save-calibration", "--plot"}
+OUTPUT_OPTIONS = {"-o", "--out", "--output", "--save-calibration", "--plot", "--write-fixed"}
 
 
 def fenced_blocks(text: str, language: str) -> list[str]:

@@ -187,9 +187,9 @@ def _footer(report, brief: bool) -> None:
         f"Cacheable tokens ({summary.profile}, {summary.tokenizer}): "
         f"{summary.cacheable_ratio:.1%} as is ({summary.reusable_tokens:,} of"
         f" {summary.prompt_tokens:,}); {summary.cacheable_ratio_if_fixed:.1%} if fixed"
-        f" ({summary.reusable_tokens_if_fixed:,} of {summary.prompt_tokens_if_fixed:,}: the log"
-        f" replayed with the change each finding names undone in"
-        f" {_count(changed, 'request')}).",
+        f" ({summary.reusable_tokens_if_fixed:,} of {summary.prompt_tokens_if_fixed:,}: the"
+        f" fixed log replayed, {_count(changed, 'request')} changed by the fix each finding"
+        " names; --write-fixed writes it).",
         markup=False,
     )
     _observed(summary, brief)

@@ -5,8 +5,9 @@ A divergence says where two prompts part; the cause is in what changed there. Tw
 prompts that differ by an inserted `Current time: ...` line differ by a clock whoever sent
 them; two that differ in a `Name: ...` line differ by per-user data. `changed_regions` aligns
 the two texts sentence by sentence (lines, and the sentences of a line; difflib, no junk
-heuristic) and returns each run that differs, with the equal units around it (the anchors a fix uses to find the same place in
-another request); `region_kind` names the values a region holds.
+heuristic) and returns each run that differs, with the equal units around it (the anchors a
+fix uses to find the same place in another request); `region_kind` names the values a region
+holds.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from pcache.divergence.causes import CAUSES
 from pcache.divergence.classify import RENDERED_PARAMETERS, _small_change, explain
 from pcache.divergence.fewshot import fewshot_change, paragraphs
 from pcache.divergence.history import normalize_numbers, squash
+from pcache.patterns import masked, values_of
 from pcache.prompt.request import tool_name
 from pcache.rules.fix_plan import (
     FAMILIES,
@@ -32,13 +33,12 @@ from pcache.rules.fix_plan import (
     Restore,
     ToolValue,
     compare_slots,
-    prefix_count,
     exact,
+    prefix_count,
     text_key,
     tool_bytes,
     tool_description,
 )
-from pcache.patterns import masked, values_of
 from pcache.rules.patterns import short
 
 if TYPE_CHECKING:
@@ -81,9 +81,9 @@ class Finder:
     ) -> None:
         """Record what differs between `current` (request `number`) and `earlier`;
         `conversation`: `current` continues `earlier`'s conversation."""
-        if not current.is_chat or not earlier.is_chat:
-            return
         request, other = current.request, earlier.request
+        if not request.messages or not other.messages:
+            return  # a text prompt or token ids: no parts to compare
         if request.cache_salt != other.cache_salt:
             return
         label = other.label
@@ -200,7 +200,7 @@ class Finder:
 
     def _tool_set(self, names: list[str], their_names: list[str], number: int, label) -> None:
         mine, theirs = frozenset(names), frozenset(their_names)
-        for sides, full, fix in self.plan.tool_sets:
+        for sides, full, _ in self.plan.tool_sets:
             if mine in sides or theirs in sides:
                 sides.update((mine, theirs))
                 full.extend(name for name in [*their_names, *names] if name not in full)

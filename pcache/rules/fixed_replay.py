@@ -19,12 +19,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pcache.divergence.classify import RENDERED_PARAMETERS
-from pcache.prompt.request import KIND_OPENAI, Request, request_from_document, tool_name
-from pcache.rules.defects import NORMALIZERS
 from pcache.patterns import masked, values_of
+from pcache.prompt.request import KIND_OPENAI, Request, tool_name
+from pcache.rules.defects import NORMALIZERS
 from pcache.rules.fix_plan import (
     FAMILIES,
     Fix,
@@ -34,9 +34,6 @@ from pcache.rules.fix_plan import (
     text_key,
     tool_bytes,
 )
-
-if TYPE_CHECKING:
-    pass
 
 CHAT_KEYS = ("model", "messages", "tools", *RENDERED_PARAMETERS, "cache_salt")
 
@@ -55,6 +52,8 @@ class Fixed:
     """Fixes of earlier requests of its conversation that its history repeats."""
     moved: dict[Fix, str] = field(default_factory=dict)
     """What each value fix took out of this request's shared part."""
+    body: dict[str, Any] | None = None
+    """The Chat Completions body of the fixed request (None: nothing changed it)."""
 
     @property
     def changed(self) -> bool:
@@ -97,11 +96,14 @@ def fixed_request(
             rest, own = joined
             fixed.direct.append(history.fix)
             fixed.carried.extend(partner.fixes)
-    elif previous is not None and previous.fixed_rest is not previous.rest:
-        if exact(rest[: len(previous.rest)]) == exact(previous.rest):
-            own = len(previous.fixed_rest)
-            rest = [*previous.fixed_rest, *rest[len(previous.rest) :]]
-            fixed.carried.extend(previous.fixes)
+    elif (
+        previous is not None
+        and previous.fixed_rest is not previous.rest
+        and exact(rest[: len(previous.rest)]) == exact(previous.rest)
+    ):
+        own = len(previous.fixed_rest)
+        rest = [*previous.fixed_rest, *rest[len(previous.rest) :]]
+        fixed.carried.extend(previous.fixes)
     rest_fixes = list(dict.fromkeys([*fixed.direct, *fixed.carried]))
     first_user_is_own = any(message.get("role") == "user" for message in rest[own:]) and not any(
         message.get("role") == "user" for message in rest[:own]
@@ -126,7 +128,7 @@ def fixed_request(
     tools = _fix_tools(plan, tools, fixed)
     fixed_messages = [*prefix, *rest]
     if fixed.changed:
-        fixed.request = _rebuilt(request, fixed_messages, tools, raw_changes)
+        fixed.request, fixed.body = _rebuilt(request, fixed_messages, tools, raw_changes)
     sent_rest = list(messages[head:])
     rest_changed = fixed.changed and exact(rest) != exact(sent_rest)
     kept = Kept(
@@ -288,7 +290,7 @@ def _clean_description(tool: Any, clean) -> Any:
 
 def chat_body(request: Request, messages, tools, raw_changes: dict[str, Any]) -> dict[str, Any]:
     """A Chat Completions body of the request (its rendered parameters and sidecar kept)."""
-    if request.kind == KIND_OPENAI and not request.path_prefix and "messages" in request.raw:
+    if _is_chat_body(request):
         body = dict(request.raw)
     else:
         body = {key: request.raw[key] for key in RENDERED_PARAMETERS if key in request.raw}
@@ -307,17 +309,24 @@ def chat_body(request: Request, messages, tools, raw_changes: dict[str, Any]) ->
     return body
 
 
-def _rebuilt(request: Request, messages, tools, raw_changes) -> Request:
+def _rebuilt(request: Request, messages, tools, raw_changes) -> tuple[Request, dict[str, Any]]:
+    """The fixed request (the normalized request with its messages and tools replaced, as
+    pcache renders every shape) and the Chat Completions body `--write-fixed` writes for it
+    (a Chat Completions body reads back as exactly this request)."""
     body = chat_body(request, messages, tools, raw_changes)
-    rebuilt = request_from_document(body, request.source, request.line)
-    return dataclasses.replace(rebuilt, raw=body)
+    raw = body if _is_chat_body(request) else {**request.raw, **raw_changes}
+    return dataclasses.replace(request, messages=messages, tools=tools, raw=raw), body
+
+
+def _is_chat_body(request: Request) -> bool:
+    return request.kind == KIND_OPENAI and not request.path_prefix and "messages" in request.raw
 
 
 def written_body(fixed: Fixed) -> dict[str, Any]:
     """The body `--write-fixed` writes for a request of the fixed log."""
+    if fixed.body is not None:
+        return fixed.body
     request = fixed.request
-    if fixed.changed:
-        return request.raw
     return chat_body(request, request.messages, request.tools, {})
 
 

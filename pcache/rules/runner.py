@@ -61,6 +61,9 @@ RULE_CODES_WITH_CAUSES = frozenset(
 divergence's when a fix changes that request."""
 CONSTANT_VALUE_CODES = frozenset({"PC101", "PC103"})
 """Rules whose check reports a value that costs nothing while it never changes."""
+KEEP_CHECK_FINDINGS = 100_000
+"""Checks' findings of divergence rules kept for the fixed log's replay to charge (later ones
+are charged as findings of their own)."""
 KEEP_FINDINGS = 10_000
 """Findings listed at most; later ones are counted in the rule totals and the summary
 (`findings_not_listed`), so a log with a finding in every conversation keeps bounded memory."""
@@ -458,7 +461,7 @@ class _Run:
             position = self._position(current, violation)
             diagnostic = self._report(rule, violation, current, position)
             free = rule.code in RULE_CODES_WITH_CAUSES and not violation.at_template
-            if free and diagnostic.listed:
+            if free and len(self.check_findings) < KEEP_CHECK_FINDINGS:
                 self.check_findings[(number, rule.code)] = diagnostic
             if violation.claims == "rounding" and not violation.hint and rounded:
                 diagnostic.tokens_reprefilled += rounded
@@ -588,6 +591,12 @@ class _Run:
                 debt -= paid
                 if not debt:
                     break
+            total = self.totals.get(code)
+            if debt and total is not None:  # from the findings past the listed ones
+                listed = sum(d.tokens_reprefilled for d in self.diagnostics if d.code == code)
+                paid = min(debt, total.tokens_reprefilled - listed)
+                total.tokens_reprefilled -= paid
+                debt -= paid
             self.summary.unpaid_tokens += debt
         self.debts.clear()
 
@@ -679,9 +688,14 @@ class _Run:
                 checked.token_position = position
             diagnostic = checked
         else:
-            path = original.source_path(_path_in(fix, original))
-            violation = Violation(message, path, token_position=position, fix_title=fix.hint)
             current = RequestContext(original, self.settings)
+            path = None
+            if position is not None and original.messages:
+                path = _path_from(current.rendered, position)  # where the fix changes it
+            if number == fix.origin and fix.cause in MESSAGE_CAUSES:
+                path = original.source_path(fix.path)  # the message as a whole
+            path = path or original.source_path(_path_in(fix, original))
+            violation = Violation(message, path, token_position=position, fix_title=fix.hint)
             diagnostic = self._report(fix.rule, violation, current, position)
         self.fixed_findings[key] = diagnostic
         if fix.diagnostic is None:
@@ -695,6 +709,8 @@ class _Run:
         if self.summary.requests < 2:
             return
         fixed_codes = {fix.rule.code for fix in self.plan.fixes}
+        listed = {id(diagnostic) for diagnostic in self.diagnostics}
+        dropped = set()
         for diagnostic in self.check_findings.values():
             code = diagnostic.code
             if code not in CONSTANT_VALUE_CODES or code in fixed_codes:
@@ -703,15 +719,16 @@ class _Run:
                 continue
             if code in self.explicit:
                 diagnostic.severity = "info"
-            else:
-                diagnostic.listed = False
-        dropped = [d for d in self.diagnostics if not d.listed]
+                continue
+            dropped.add(id(diagnostic))
+            self.totals[code].count -= 1
+            if not self.totals[code].count:
+                del self.totals[code]
+            if id(diagnostic) not in listed:  # counted past the listed ones
+                self.summary.findings_not_listed -= 1
+                self.failing_not_listed -= 1
         if dropped:
-            self.diagnostics = [d for d in self.diagnostics if d.listed]
-            for diagnostic in dropped:
-                self.totals[diagnostic.code].count -= 1
-                if not self.totals[diagnostic.code].count:
-                    del self.totals[diagnostic.code]
+            self.diagnostics = [d for d in self.diagnostics if id(d) not in dropped]
 
     def _settle_unattributed(self) -> None:
         """What no finding is charged, split so that it adds up with the findings exactly."""
@@ -746,6 +763,22 @@ def _fixed_message(fix: Fix, outcome) -> str:
     shown = fix.value if outcome.number == fix.origin else ""
     value = f": {short(moved)}" if moved else f": {shown}" if shown else ""
     return f"{fix.summary}{detail}{since}{value}"
+
+
+MESSAGE_CAUSES = frozenset(
+    {"history_edit", "history_truncated", "compaction", "system_message_moved"}
+)
+"""Causes about a message as a whole: reported at the message where they were seen."""
+
+
+def _path_from(rendered, position: int) -> str | None:
+    """The JSON path of the text at token `position`, or of the first text after it (a tool
+    list reordered parts in the template's text around the tools)."""
+    char = rendered.token_char(position)
+    for span in rendered.spans:
+        if span.end > char:
+            return span.path
+    return None
 
 
 def _path_in(fix: Fix, request: Request) -> str:

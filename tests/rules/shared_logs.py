@@ -58,10 +58,28 @@ REVIEW_TOOLS = [
 ]
 NAMES = ["Alice Moreau", "Bob Okafor", "Chen Wei", "Dana Kowalski", "Emil Sorensen", "Farah Aziz"]
 PLANS = ["gold", "silver", "basic"]
-WORDS = (
-    "booking flight seat refund change luggage pets hotel transfer invoice receipt upgrade"
-    " window aisle meal visa passport delay gate cabin"
-).split()
+WORDS = [
+    "booking",
+    "flight",
+    "seat",
+    "refund",
+    "change",
+    "luggage",
+    "pets",
+    "hotel",
+    "transfer",
+    "invoice",
+    "receipt",
+    "upgrade",
+    "window",
+    "aisle",
+    "meal",
+    "visa",
+    "passport",
+    "delay",
+    "gate",
+    "cabin",
+]
 
 
 def _tool(name: str, description: str, reverse_keys: bool = False) -> dict:

@@ -173,10 +173,9 @@ def test_another_apps_sessions_change_no_finding_of_the_others(
     folder = tmp_path_factory.mktemp("apps")
     bodies, labels = build(cause, "same_app", seed)
     others, other_labels = build("clock", "other_app", seed + 1)
-    other = [(b, f"o-{l}") for b, l in zip(others, other_labels, strict=True) if l.startswith("c")]
-    mixed, mixed_labels = interleave(
-        list(zip(bodies, labels, strict=True)), other, random.Random(seed)
-    )
+    pairs = zip(others, other_labels, strict=True)
+    other = [(body, f"o-{label}") for body, label in pairs if label.startswith("c")]
+    mixed, _ = interleave(list(zip(bodies, labels, strict=True)), other, random.Random(seed))
     alone = _lint(_write(folder / "alone.jsonl", bodies), tokenizer)
     together = _lint(_write(folder / "mixed.jsonl", mixed), tokenizer)
     keys = [json.dumps(body, sort_keys=True) for body in bodies]
