@@ -39,8 +39,9 @@ class Violation:
     overrides the rule's default (single-request suspicions are lower than cross-request
     evidence).
 
-    What a finding may be charged (`pcache.rules.cost`): lost tokens are charged to the
-    divergences that lost them, never to a check's findings; `claims="rounding"` takes the
+    What a finding may be charged (`pcache.rules.fixed_replay`): lost tokens are charged to the
+    fixes that save them in the fixed log; a check's finding on a request a fix changes becomes
+    that fix's finding there, and is charged nothing otherwise; `claims="rounding"` takes the
     shared tokens the cache's granularity could not reuse (a prefix that ends inside a block),
     `"none"` (the default) nothing.
     A `hint` is a single-request suspicion without an observed change: reported only when its

@@ -410,5 +410,5 @@ class FixedLog:
                 self.needed[used] -= 1
                 if self.needed[used] <= 0:
                     del self.kept[used]
-        if self.needed.get(number, 0) > 0:
+        if self.needed[number] > 0:
             self.kept[number] = kept

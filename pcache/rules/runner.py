@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -213,13 +214,13 @@ class _Run:
         self.costs = Costs(profile, options.block_size)
         self.plan = FixPlan()
         self.finder = Finder(self.plan, RULE_FOR_CAUSE, self._reports)
-        self.lost: list[int] = []
+        self.lost = array("q")
         """What each request re-prefills as is (by number)."""
-        self.holders: list[int] = []
+        self.holders = array("q")
         """The request holding each request's longest cached prefix as is (-1: none)."""
-        self.predecessors: list[int] = []
+        self.predecessors = array("q")
         """Each request's session predecessor (its number; -1: none)."""
-        self.needed: dict[int, int] = {}
+        self.needed = array("q")
         """How many later requests repeat each request's fixed form."""
         self.sources: list[Callable[[], Iterator[Request]]] = []
         self.stdin: list | None = None
@@ -433,7 +434,7 @@ class _Run:
         return not violation.at_template or self.speaks_for_template
 
     def _reports(self, rule: Rule) -> bool:
-        """Whether a divergence this rule explains is reported (and undone in the fixed log)."""
+        """Whether a defect of this rule is reported (and fixed in the fixed log)."""
         if rule.code not in self.selected or not self._keep(rule.code):
             return False
         return rule is not RULE_FOR_CAUSE["template"] or self.speaks_for_template
@@ -450,12 +451,13 @@ class _Run:
         self._find_defects(current, number, previous, found)
         settled = self.costs.settle(current, found)
         self.lost.append(settled.lost)
+        self.needed.append(0)
         self.holders.append(found.holder if found.holder is not None else -1)
         previous_number = previous.number if previous is not None else -1
         self.predecessors.append(previous_number)
         for used in {previous_number, *(r.partner for r in self.plan.restores.get(number, ()))}:
             if used >= 0:
-                self.needed[used] = self.needed.get(used, 0) + 1
+                self.needed[used] += 1
         rounded = 0 if settled.first or not rounding else settled.granular
         for rule, violation in wanted:
             position = self._position(current, violation)

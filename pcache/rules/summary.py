@@ -26,9 +26,9 @@ IF_FIXED_ASSUMES = (
     " and the requests have timestamps)"
 )
 UNATTRIBUTED = ("first_request", "new_content", "partial_blocks", "unreported")
-"""Re-prefilled tokens no finding is charged: a cache namespace's first request, content no
-earlier request could have supplied, shared tokens the cache's granularity loses, and
-divergences of rules not selected."""
+"""Re-prefilled tokens no finding is charged: a cache namespace's first request, content no fix
+gives back, and shared tokens the cache's granularity loses (`unreported` stays 0: the fixed log
+applies only the selected rules' fixes, so what others would save is new content)."""
 
 
 @dataclass(slots=True)
@@ -37,7 +37,7 @@ class LintSummary:
 
     `prompt_tokens - reusable_tokens` (re-prefilled) is split exactly into the per-rule totals
     and `unattributed_tokens` (by the kind of request that paid them). "If fixed" is a replay
-    of the requests with the changes the findings name undone (`IF_FIXED_ASSUMES`).
+    of the log with the fix each finding names applied (`IF_FIXED_ASSUMES`).
     """
 
     files: int = 0
