@@ -15,7 +15,9 @@ qwen3), or any dir given with `--hf-model`.
 
 Two shapes of log, both by default (`--shape`): `sessions` (conversations of 4-16 turns, every
 request repeating its history) and `single` (10,000 single-turn requests sharing one ~1,500-token
-system prompt, each with its own ~500-token user turn, so most text is unique). With
+system prompt, each with its own ~500-token user turn, so most text is unique); `breakers` (or
+`all` for the three) is `sessions` with a clock line in every system prompt and each session's
+tools in its own order, so that lint finds fixes and replays the fixed log. With
 `--against DIR` (another checkout, e.g. `git archive OLD | tar -x -C DIR`) each round also runs
 that tree's `pcache lint` (and its stage timing) on the same log right after this one's, and the
 ratios (this / that) are taken within each round.
@@ -121,13 +123,20 @@ def generate_single(path: Path, num_requests: int, seed: int = 7) -> None:
             out.write(json.dumps(line) + "\n")
 
 
-def generate(path: Path, num_requests: int, seed: int = 7) -> None:
+def generate_breakers(path: Path, num_requests: int, seed: int = 7) -> None:
+    """`generate`'s sessions with two cache breakers: a clock line in every request's system
+    prompt, and each session's tools in an order of its own (lint replays a fixed log)."""
+    generate(path, num_requests, seed, breakers=True)
+
+
+def generate(path: Path, num_requests: int, seed: int = 7, breakers: bool = False) -> None:
     """Sessions of 4-16 requests; each request repeats its session's history and adds a turn.
 
     One OpenAI chat body per line with `request_id` and `session_id` beside it, a shape both
     pcache and kvlint read."""
     rng = random.Random(seed)
     system = system_prompt(rng)
+    head, _, tail = system.partition(". ")
     tools = [
         {
             "type": "function",
@@ -150,18 +159,28 @@ def generate(path: Path, num_requests: int, seed: int = 7) -> None:
             session += 1
             turns = rng.randint(4, 16)
             messages = [{"role": "system", "content": system}]
+            order = list(tools)
+            if breakers:
+                rng.shuffle(order)
             budget = 1000  # conversation tokens at the last turn, on top of ~1,500 shared ones
             per_turn = budget // turns
             for _ in range(turns):
                 if written >= num_requests:
                     break
                 messages.append({"role": "user", "content": sentence(rng, per_turn // 3)})
+                sent = list(messages)
+                if breakers:
+                    clock = f"{9 + written // 3600:02d}:{written // 60 % 60:02d}:{written % 60:02d}"
+                    sent[0] = {
+                        "role": "system",
+                        "content": f"{head}.\nCurrent time: {clock}\n{tail}",
+                    }
                 line = {
                     "request_id": f"r{written}",
                     "session_id": f"s{session}",
                     "model": "gpt-oss-120b",
-                    "messages": list(messages),
-                    "tools": tools,
+                    "messages": sent,
+                    "tools": order if breakers else tools,
                 }
                 out.write(json.dumps(line) + "\n")
                 written += 1
@@ -309,7 +328,9 @@ def main() -> None:
     parser.add_argument("--only", choices=("gpt-oss", "hf"), help="one tokenizer instead of both")
     parser.add_argument("--kvlint", help="a kvlint executable, run on the same log and model")
     parser.add_argument("--keep", help="write the generated log here instead of a temp folder")
-    parser.add_argument("--shape", choices=("sessions", "single", "both"), default="both")
+    parser.add_argument(
+        "--shape", choices=("sessions", "single", "breakers", "both", "all"), default="both"
+    )
     parser.add_argument("--against", help="another checkout whose pcache lint runs alternately")
     parser.add_argument("--stages-of", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", default="gpt-oss", help=argparse.SUPPRESS)
@@ -331,13 +352,16 @@ def main() -> None:
         tokenizers = {
             label: path for label, path in tokenizers.items() if (label == "gpt-oss") == wanted
         }
-    shapes = ("sessions", "single") if args.shape == "both" else (args.shape,)
+    shapes = {"both": ("sessions", "single"), "all": ("sessions", "single", "breakers")}.get(
+        args.shape, (args.shape,)
+    )
     print(f"before: {conditions()}")
     with tempfile.TemporaryDirectory() as folder:
         for shape in shapes:
             name = f"bench-{shape}.jsonl"
             log = Path(args.keep) / name if args.keep else Path(folder) / name
-            (generate_single if shape == "single" else generate)(log, args.requests)
+            writer = {"single": generate_single, "breakers": generate_breakers}.get(shape, generate)
+            writer(log, args.requests)
             size = log.stat().st_size / 2**20
             print(f"log {shape}: {args.requests} requests, {size:.0f} MiB; {hf_model}")
             rounds = run_rounds(args, log, tokenizers, hf_model, Path(folder))
