@@ -25,12 +25,9 @@ as their first lines and the rest as one line)."""
 
 @dataclass(frozen=True, slots=True)
 class Region:
-    """Lines `[a_start, a_end)` of the old text became lines `[b_start, b_end)` of the new."""
+    """Characters `[a_offset, a_offset + len(a_text))` of the old text, whole units, became
+    `b_text` at `b_offset` of the new one."""
 
-    a_start: int
-    a_end: int
-    b_start: int
-    b_end: int
     a_text: str
     b_text: str
     before: str | None
@@ -45,6 +42,9 @@ class Region:
 
 _UNIT_END = re.compile(r"\n|(?<=[.!?])[ \t]+(?=\S)")
 """Where a unit of text ends: a line end, or the spaces after a sentence's end."""
+REACH = 4_000
+"""Characters looked back (and ahead) from the changed middle for the unit boundaries around
+it; a unit longer than that is aligned as part of the whole texts."""
 
 
 def lines_of(text: str) -> list[str]:
@@ -62,8 +62,17 @@ def lines_of(text: str) -> list[str]:
 
 
 def changed_regions(old: str, new: str) -> list[Region]:
-    """The runs of lines that differ between `old` and `new`, in order."""
-    a, b = lines_of(old), lines_of(new)
+    """The runs of units that differ between `old` and `new`, in order. Only the units from
+    the one before the first difference to the one after the last are aligned: a system
+    prompt that differs in one sentence costs that sentence, not the prompt."""
+    head = _common_head(old, new)
+    tail = _common_tail(old, new, min(len(old), len(new)) - head)
+    start = _window_start(old, head)
+    end_old = _window_end(old, len(old) - tail)
+    end_new = end_old + len(new) - len(old)
+    if start is None or end_old is None or end_new < start:
+        start, end_old, end_new = 0, len(old), len(new)
+    a, b = lines_of(old[start:end_old]), lines_of(new[start:end_new])
     starts_a, starts_b = _starts(a), _starts(b)
     keys_a, keys_b = [unit.rstrip() for unit in a], [unit.rstrip() for unit in b]
     regions = []
@@ -71,23 +80,82 @@ def changed_regions(old: str, new: str) -> list[Region]:
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        before = keys_a[i1 - 1] if i1 > 0 else None
-        after = keys_a[i2] if i2 < len(a) else None
+        before = keys_a[i1 - 1] if i1 > 0 else _unit_before(old, start)
+        after = keys_a[i2] if i2 < len(a) else _unit_after(old, end_old)
         regions.append(
             Region(
-                i1,
-                i2,
-                j1,
-                j2,
                 "".join(a[i1:i2]),
                 "".join(b[j1:j2]),
                 before,
                 after,
-                starts_a[i1],
-                starts_b[j1],
+                start + starts_a[i1],
+                start + starts_b[j1],
             )
         )
     return regions
+
+
+def _common_head(a: str, b: str) -> int:
+    """The length of the longest common prefix (slices compared in C, halving the range)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _common_tail(a: str, b: str, limit: int) -> int:
+    low, high = 0, max(limit, 0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _window_start(text: str, position: int) -> int | None:
+    """The start of the unit before the one holding `position` (0 near the text's start;
+    None when no boundary is within reach)."""
+    if position <= 0:
+        return 0
+    low = max(0, position - REACH)
+    ends = [match.end() for match in _UNIT_END.finditer(text, low, position)]
+    ends = [end for end in ends if end <= position]
+    if len(ends) >= 2:
+        return ends[-2]
+    return 0 if low == 0 else None
+
+
+def _window_end(text: str, position: int) -> int | None:
+    """The end of the unit after the one holding `position`."""
+    if position >= len(text):
+        return len(text)
+    high = min(len(text), position + REACH)
+    ends = [match.end() for match in _UNIT_END.finditer(text, position, high)]
+    if len(ends) >= 2:
+        return ends[1]
+    return len(text) if high == len(text) else None
+
+
+def _unit_before(text: str, start: int) -> str | None:
+    """The unit that ends at `start` (outside the aligned window), without its line end."""
+    if start <= 0:
+        return None
+    ends = [m.end() for m in _UNIT_END.finditer(text, max(0, start - REACH), start)]
+    ends = [end for end in ends if end < start]
+    return text[ends[-1] if ends else 0 : start].rstrip()
+
+
+def _unit_after(text: str, end: int) -> str | None:
+    if end >= len(text):
+        return None
+    match = _UNIT_END.search(text, end)
+    return text[end : match.end() if match else len(text)].rstrip()
 
 
 def _starts(lines: list[str]) -> list[int]:

@@ -111,25 +111,19 @@ class Finder:
             if not isinstance(old, str) or not isinstance(new, str):
                 continue
             path = f"messages[{slot}].content"
-            cause = _drift(old, new)
+            regions = compare_slots(old, new)
+            cause = _drift(old, new, regions)
             if cause is not None:
                 fix = self._fix(cause, number, label, path, f"in messages[{slot}]", "")
                 key = "exact" if cause == "fewshot_order" else cause
-                normalize = NORMALIZERS[key]
-                if (
-                    fix is not None
-                    and (key, text_key(normalize(new))) not in self.plan.slot_variants
-                ):
-                    self.plan.slot_variants[(key, text_key(normalize(new)))] = (
-                        old,
-                        self.plan.add(fix),
-                    )
+                variant = (key, text_key(NORMALIZERS[key](new)))
+                if fix is not None and variant not in self.plan.slot_variants:
+                    self.plan.slot_variants[variant] = (old, self.plan.add(fix))
             else:
-                same_app &= self._regions(old, new, slot, number, label, conversation)
+                same_app &= self._regions(regions, old, new, slot, number, label, conversation)
         return same_app
 
-    def _regions(self, old: str, new: str, slot: int, number: int, label, conversation) -> bool:
-        regions = compare_slots(old, new)
+    def _regions(self, regions, old: str, new: str, slot: int, number: int, label, conversation):
         changed = max(
             sum(len(r.a_text) for r, _ in regions), sum(len(r.b_text) for r, _ in regions)
         )
@@ -295,13 +289,18 @@ class Finder:
             )
 
 
-def _drift(old: str, new: str) -> str | None:
-    """How one system prompt drifted from another without changing what it says."""
-    if squash(old) == squash(new):
+def _drift(old: str, new: str, regions) -> str | None:
+    """How one system prompt drifted from another without changing what it says (read from
+    the changed sentences; the example order from the whole texts)."""
+    before = "".join(region.a_text for region, _ in regions)
+    after = "".join(region.b_text for region, _ in regions)
+    if squash(before) == squash(after) and squash(old) == squash(new):
         return "whitespace"
-    if normalize_numbers(old) == normalize_numbers(new):
+    digits = any(character.isdigit() for character in before + after)
+    numbers = digits and normalize_numbers(before) == normalize_numbers(after)
+    if numbers and normalize_numbers(old) == normalize_numbers(new):
         return "number_format"
-    if fewshot_change(paragraphs(old), paragraphs(new)) is not None:
+    if "\n\n" in old and fewshot_change(paragraphs(old), paragraphs(new)) is not None:
         return "fewshot_order"
     return None
 

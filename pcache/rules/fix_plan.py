@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -97,12 +98,7 @@ class MoveLines:
         """(text without the lines, the lines taken)."""
         lines = lines_of(text)
         if self.cause in FAMILIES:
-            family = FAMILIES[self.cause]
-            keep, taken = [], []
-            for line in lines:
-                moved = values_of(family, line) and masked(family, line).strip() in self.signatures
-                (taken if moved else keep).append(line)
-            return "".join(keep), "".join(taken)
+            return self._take_values(text, lines)
         keys = [line.rstrip() for line in lines]
         for before, after in self.anchors:
             start = 0 if before is None else _index(keys, before, 0)
@@ -114,6 +110,28 @@ class MoveLines:
                 continue
             return "".join(lines[:start] + lines[end:]), "".join(lines[start:end])
         return text, ""
+
+    def _take_values(self, text: str, lines: list[str]) -> tuple[str, str]:
+        """The units whose values of the family, masked, give a recorded signature (a unit is
+        masked only when it holds a signature's longest literal part)."""
+        needles = {max(signature.split("\0"), key=len) for signature in self.signatures}
+        keep, taken = [], []
+        for line in lines:
+            moved = False
+            if "" in needles or any(needle in line for needle in needles):
+                mask = masked_unit(self.cause, line)
+                moved = "\0" in mask and mask.strip() in self.signatures
+            (taken if moved else keep).append(line)
+        if not taken:
+            return text, ""
+        return "".join(keep), "".join(taken)
+
+
+@lru_cache(maxsize=1 << 16)
+def masked_unit(cause: str, unit: str) -> str:
+    """`patterns.masked` of one unit of a system prompt (units repeat from request to request:
+    only the changed ones are masked again)."""
+    return masked(FAMILIES[cause], unit)
 
 
 def _index(lines: list[str], line: str, start: int) -> int | None:

@@ -336,6 +336,8 @@ class Outcome:
 
     number: int
     fixed: Fixed
+    context: Any
+    """The request as sent, rendered (`RequestContext`)."""
     tokens: list[int]
     fixed_tokens: list[int]
     fixed_reused: int
@@ -401,7 +403,7 @@ class FixedLog:
                 fixes = tuple(dict.fromkeys([*fixed.direct, *fixed.carried]))
                 self.changed_by[number] = self.sets.setdefault(fixes, fixes)
             self._keep(number, kept, previous)
-            yield Outcome(number, fixed, tokens, fixed_tokens, reused, saving, holder)
+            yield Outcome(number, fixed, context, tokens, fixed_tokens, reused, saving, holder)
             number += 1
 
     def _keep(self, number: int, kept: Kept, previous: int) -> None:

@@ -666,18 +666,19 @@ class _Run:
             diagnostic.tokens_reprefilled += tokens
             self.totals[fix.rule.code].tokens_reprefilled += tokens
 
-    def _where(self, fix: Fix, outcome) -> tuple[int, Request, int | None, str]:
+    def _where(self, fix: Fix, outcome) -> tuple[int, RequestContext, int | None, str]:
         """(request number, the request as sent, the first token the fix changed there, the
         finding's message)."""
         position = common_prefix_length(outcome.tokens, outcome.fixed_tokens)
         if position >= len(outcome.tokens):
             position = None
-        return outcome.number, outcome.fixed.original, position, _fixed_message(fix, outcome)
+        return outcome.number, outcome.context, position, _fixed_message(fix, outcome)
 
     def _fixed_finding(self, fix: Fix, where) -> Diagnostic:
         """The finding of `fix` on a request it changed (the check's finding there, if the
         rule's check reported the request, made the divergence's)."""
-        number, original, position, message = where
+        number, current, position, message = where
+        original = current.request
         key = (number, fix.rule.code)
         found = self.fixed_findings.get(key)
         if found is not None:
@@ -690,7 +691,6 @@ class _Run:
                 checked.token_position = position
             diagnostic = checked
         else:
-            current = RequestContext(original, self.settings)
             path = None
             if position is not None and original.messages:
                 path = _path_from(current.rendered, position)  # where the fix changes it
