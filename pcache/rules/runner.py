@@ -645,8 +645,9 @@ class _Run:
         direct = list(dict.fromkeys(fixed.direct))
         fixes = list(dict.fromkeys([*direct, *fixed.carried])) or list(outcome.holder_fixes)
         for fix in direct:
-            if fix not in self.first_changes:
-                self.first_changes[fix] = self._where(fix, outcome)
+            if fix not in self.first_changes:  # kept without its render
+                number, context, position, message = self._where(fix, outcome)
+                self.first_changes[fix] = (number, context.request, position, message)
         if not outcome.saving or not fixes:
             return
         share, left = divmod(outcome.saving, len(fixes))
@@ -678,6 +679,8 @@ class _Run:
         """The finding of `fix` on a request it changed (the check's finding there, if the
         rule's check reported the request, made the divergence's)."""
         number, current, position, message = where
+        if isinstance(current, Request):
+            current = RequestContext(current, self.settings)
         original = current.request
         key = (number, fix.rule.code)
         found = self.fixed_findings.get(key)
