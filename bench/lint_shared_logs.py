@@ -106,6 +106,20 @@ def tool(name: str, description: str) -> dict:
     }
 
 
+def sessions(count: int, turns: int, system, tools, rng: random.Random) -> list[dict]:
+    """`count` sessions of `turns` requests, one after the other, each repeating its history;
+    `system(session)` and `tools(session)` give what a session sends."""
+    bodies = []
+    for session in range(count):
+        history: list[dict] = []
+        for turn in range(turns):
+            question = {"role": "user", "content": f"Question {session}.{turn}: {rng.random()}"}
+            messages = [{"role": "system", "content": system(session)}, *history, question]
+            bodies.append({"messages": messages, "tools": tools(session)})
+            history += [question, {"role": "assistant", "content": f"Answer {session}.{turn}"}]
+    return bodies
+
+
 def issue_cases(tokenizer: str, folder: Path) -> None:
     rng = random.Random(5)
     tools = [tool(name, text) for name, text in TRAVEL_TOOLS[:3]]
@@ -124,62 +138,38 @@ def issue_cases(tokenizer: str, folder: Path) -> None:
     }
     b1 = {
         "messages": [
-            {"role": "system", "content": f"{TRAVEL}\nRequest ID: {uuid.uuid4()}"},
+            {
+                "role": "system",
+                "content": f"{TRAVEL}\nRequest ID: {uuid.UUID(int=rng.getrandbits(128))}",
+            },
             {"role": "user", "content": "Do you allow pets in the cabin?"},
         ],
         "tools": tools,
     }
     cases = {"A1, B1 (request id), A2 (tools reordered)": [a1, b1, a2]}
-    dated = []
-    for session in range(40):
-        history = []
-        for turn in range(3):
-            question = {"role": "user", "content": f"Question {session}.{turn}: {rng.random()}"}
-            dated.append(
-                {
-                    "messages": [
-                        {"role": "system", "content": f"Today is 2026-11-30.\n{TRAVEL}"},
-                        *history,
-                        question,
-                    ],
-                    "tools": tools,
-                }
-            )
-            history += [question, {"role": "assistant", "content": f"Answer {session}.{turn}"}]
-    cases["40 sessions x 3, one date"] = dated
+    cases["40 sessions x 3, one date"] = sessions(
+        40, 3, lambda session: f"Today is 2026-11-30.\n{TRAVEL}", lambda session: tools, rng
+    )
     seven = [
         tool(f"tool_{i}", f"Tool number {i} of the travel agent, with its rules.") for i in range(7)
     ]
-    ordered = []
-    for session in range(30):
+
+    def shuffled(session: int) -> list[dict]:
         order = list(range(7))
         random.Random(session).shuffle(order)
-        history = []
-        for turn in range(3):
-            question = {"role": "user", "content": f"Trip {session}.{turn}: {rng.random()}"}
-            ordered.append(
-                {"messages": [system, *history, question], "tools": [seven[i] for i in order]}
-            )
-            history += [question, {"role": "assistant", "content": f"Reply {session}.{turn}"}]
-    cases["30 sessions, 7 tools in a per-session order"] = ordered
-    profiles = []
-    for session in range(12):
-        profile = f"# Customer\nName: Customer {session}\nPlan: {['gold', 'basic'][session % 2]}"
-        history = []
-        for turn in range(2):
-            question = {"role": "user", "content": f"Help {session}.{turn}: {rng.random()}"}
-            profiles.append(
-                {
-                    "messages": [
-                        {"role": "system", "content": f"{TRAVEL}\n\n{profile}"},
-                        *history,
-                        question,
-                    ],
-                    "tools": tools,
-                }
-            )
-            history += [question, {"role": "assistant", "content": f"Sure {session}.{turn}"}]
-    cases["12 users, a profile before the tools"] = profiles
+        return [seven[i] for i in order]
+
+    cases["30 sessions, 7 tools in a per-session order"] = sessions(
+        30, 3, lambda session: TRAVEL, shuffled, rng
+    )
+
+    def profiled(session: int) -> str:
+        plan = ["gold", "basic"][session % 2]
+        return f"{TRAVEL}\n\n# Customer\nName: Customer {session}\nPlan: {plan}"
+
+    cases["12 users, a profile before the tools"] = sessions(
+        12, 2, profiled, lambda session: tools, rng
+    )
     print("\n| log | findings (code: count, tokens) | fixed log saves | prompt as is / fixed |")
     print("|---|---|---|---|")
     for name, bodies in cases.items():

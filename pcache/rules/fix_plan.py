@@ -108,7 +108,12 @@ class MoveLines:
             end = len(lines) if after is None else _index(keys, after, start)
             if end is None or end <= start:
                 continue
-            return "".join(lines[:start] + lines[end:]), "".join(lines[start:end])
+            head, tail = "".join(lines[:start]), "".join(lines[end:])
+            if not tail:  # the data ended the text: so does what stood before it
+                head = head.rstrip()
+            if not head:
+                tail = tail.lstrip()
+            return head + tail, "".join(lines[start:end])
         return text, ""
 
     def _take_values(self, text: str, lines: list[str]) -> tuple[str, str]:

@@ -234,3 +234,38 @@ def test_a_time_of_day_in_a_single_request_stays_a_warning(tmp_path):
     }
     report = _lint(_write(tmp_path / "one.jsonl", [body]), "o200k_base")
     assert [(d.code, d.severity) for d in report.diagnostics] == [("PC101", "warning")]
+
+
+MIXABLE = sorted(set(PLANTED) - {"reasoning"})
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    causes=st.lists(st.sampled_from(MIXABLE), min_size=2, max_size=5, unique=True),
+    seed=st.integers(0, 10_000),
+)
+def test_several_causes_in_one_log_each_stay_on_their_sessions(causes, seed, tmp_path_factory):
+    """One log of one app whose sessions each plant another cause, interleaved with clean
+    sessions: every finding is its session's cause, and they add up to the fixed log's saving."""
+    rng = random.Random(seed)
+    merged: list = []
+    for index, cause in enumerate(causes):
+        bodies, labels = build(cause, "same_app" if index == 0 else "alone", seed + index)
+        pairs = [(body, f"{cause}/{label}") for body, label in zip(bodies, labels, strict=True)]
+        merged = pairs if not merged else list(zip(*interleave(merged, pairs, rng), strict=True))
+    bodies, labels = [body for body, _ in merged], [label for _, label in merged]
+    folder = tmp_path_factory.mktemp("mixed")
+    log, fixed = _write(folder / "log.jsonl", bodies), folder / "fixed.jsonl"
+    report = _lint(log, "o200k_base", fixed)
+    for diagnostic in report.diagnostics:
+        line = _line(diagnostic)
+        if line is None or diagnostic.severity not in LOUD:
+            continue
+        cause, session = labels[line - 1].split("/")
+        assert session.startswith("p"), _shown([diagnostic])
+        assert diagnostic.code == PLANTED[cause], (cause, _shown([diagnostic]))
+    summary = report.summary
+    prompt, hits = _replayed(log, "o200k_base")
+    prompt_fixed, hits_fixed = _replayed(fixed, "o200k_base")
+    charged = sum(total.tokens_reprefilled for total in summary.rules)
+    assert charged == (prompt - hits) - (prompt_fixed - hits_fixed) + summary.unpaid_tokens
