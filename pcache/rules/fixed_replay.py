@@ -35,7 +35,8 @@ from pcache.rules.fix_plan import (
     tool_bytes,
 )
 
-CHAT_KEYS = ("model", "messages", "tools", *RENDERED_PARAMETERS, "cache_salt")
+STANDALONE_SHAPES = ("chat", "gemini", "bedrock")
+"""Shapes whose body reads back alone (a span or a Responses chain needs its log)."""
 
 
 @dataclass(slots=True)
@@ -319,7 +320,9 @@ def _rebuilt(request: Request, messages, tools, raw_changes) -> tuple[Request, d
 
 
 def _is_chat_body(request: Request) -> bool:
-    return request.kind == KIND_OPENAI and not request.path_prefix and "messages" in request.raw
+    """The request's body is a Chat Completions body (at the top of its line or under a batch
+    line's `body`)."""
+    return request.kind == KIND_OPENAI and request.shape == "chat" and "messages" in request.raw
 
 
 def written_body(fixed: Fixed) -> dict[str, Any]:
@@ -327,6 +330,12 @@ def written_body(fixed: Fixed) -> dict[str, Any]:
     if fixed.body is not None:
         return fixed.body
     request = fixed.request
+    if request.shape in STANDALONE_SHAPES:
+        body = dict(request.raw)  # as sent: it reads back as it was linted
+        for key in ("session_id", "timestamp"):
+            if getattr(request, key) is not None and key not in body:
+                body[key] = getattr(request, key)
+        return body
     return chat_body(request, request.messages, request.tools, {})
 
 

@@ -269,3 +269,26 @@ def test_several_causes_in_one_log_each_stay_on_their_sessions(causes, seed, tmp
     prompt_fixed, hits_fixed = _replayed(fixed, "o200k_base")
     charged = sum(total.tokens_reprefilled for total in summary.rules)
     assert charged == (prompt - hits) - (prompt_fixed - hits_fixed) + summary.unpaid_tokens
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "samples/prompts/agent_log.jsonl",
+        "tests/data/shapes/chat.jsonl",
+        "tests/data/shapes/gemini.jsonl",
+        "tests/data/shapes/bedrock.jsonl",
+        "tests/data/shapes/responses.jsonl",
+        "tests/data/shapes/otel.jsonl",
+    ],
+)
+def test_the_written_fixed_log_replays_to_if_fixed(log, tmp_path):
+    """Batch lines, Gemini, Bedrock, Responses chains and spans: `--write-fixed`'s log, read
+    back by `replay --simulate`, is the log lint replayed."""
+    fixed = tmp_path / "fixed.jsonl"
+    summary = _lint(log, "gpt-oss", fixed).summary
+    assert summary.requests_changed_if_fixed > 0
+    assert _replayed(fixed, "gpt-oss") == (
+        summary.prompt_tokens_if_fixed,
+        summary.reusable_tokens_if_fixed,
+    )
