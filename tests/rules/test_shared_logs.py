@@ -199,7 +199,10 @@ def test_clean_sessions_of_the_same_app_keep_every_code_on_the_planted_session(
         _lint(_write(folder / "alone.jsonl", alone_bodies), "o200k_base"), alone_labels
     )
     mixed = _by_session(_lint(_write(folder / "mixed.jsonl", bodies), "o200k_base"), labels)
-    assert {d.code for d in mixed["planted"]} == {d.code for d in alone["planted"]}
+    # every code found on the session alone is still found; mixing may only add its own code
+    # (a fix can save a block more against the clean sessions' prompts)
+    assert {d.code for d in alone["planted"]} <= {d.code for d in mixed["planted"]}
+    assert {d.code for d in mixed["planted"]} <= {PLANTED[cause]}
     assert not mixed["clean"], _shown(mixed["clean"])
 
 
