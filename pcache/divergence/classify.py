@@ -28,6 +28,7 @@ from pcache.divergence.history import (
     canonical_text,
     compare_messages,
     normalize_numbers,
+    prefix_count,
     squash,
     tool_function,
 )
@@ -306,13 +307,13 @@ def _classify_tools(a, b, a_text, char_a, b_text, char_b, index_a, index_b, same
     name = tool_names(a)[index]
     if left == right and orjson.dumps(left) != orjson.dumps(right):
         return "key_order", f"tool {name!r}: same schema, different key order", unit
-    kind = _text_kind(a_text, char_a, b_text, char_b) or _definition_kind(left, right)
+    kind = _text_kind(a_text, char_a, b_text, char_b) or definition_kind(left, right)
     if kind is not None:
         return kind, f"in the definition of tool {name!r}", unit
     return "tool_definition", f"tool {name!r} changed", unit
 
 
-def _definition_kind(left: dict, right: dict) -> str | None:
+def definition_kind(left: dict, right: dict) -> str | None:
     """A clock or an id that changed in a tool's description (the changed text's values)."""
     old = tool_function(left).get("description")
     new = tool_function(right).get("description")
@@ -392,10 +393,7 @@ def _classify_messages(
 
 def prefix_messages(request: Request) -> list[dict[str, Any]]:
     """The system and developer messages ahead of the first turn."""
-    head = 0
-    while head < len(request.messages) and request.messages[head].get("role") in PREFIX_ROLES:
-        head += 1
-    return request.messages[:head]
+    return request.messages[: prefix_count(request.messages)]
 
 
 def _is_newest_turn(request: Request, index: int) -> bool:
@@ -441,7 +439,7 @@ def _classify_prefix_message(
         changed = region_kind(region) if region is not None else None
         if changed in ("clock", "random_id"):
             return changed, f"in {where}", unit
-        if changed == "per_user" and (not same_conversation or _small_change(old, new)):
+        if changed == "per_user" and (not same_conversation or small_change(old, new)):
             return "per_user", f"in {where}", unit
     if kind is not None:
         return kind, f"in {where}", unit
@@ -451,7 +449,7 @@ def _classify_prefix_message(
         change = fewshot_change(paragraphs(old), paragraphs(new))
         if change is not None:
             return "fewshot_order", f"examples {change[1]} at paragraph {change[0]}", unit
-        if not same_conversation and _small_change(old, new):
+        if not same_conversation and small_change(old, new):
             return "per_user", f"in {where}", unit
     elif not same_conversation:
         return "per_user", f"in {where}", unit
@@ -460,7 +458,7 @@ def _classify_prefix_message(
     return "system_prompt", where, unit
 
 
-def _small_change(old: str, new: str) -> bool:
+def small_change(old: str, new: str) -> bool:
     """The texts differ in a part small next to what they share (a value, not a new prompt)."""
     start = 0
     limit = min(len(old), len(new))

@@ -18,6 +18,14 @@ import orjson
 PREFIX_ROLES = ("system", "developer")
 
 
+def prefix_count(messages: list[dict[str, Any]]) -> int:
+    """How many system and developer messages stand ahead of the first turn."""
+    head = 0
+    while head < len(messages) and messages[head].get("role") in PREFIX_ROLES:
+        head += 1
+    return head
+
+
 @dataclass(frozen=True, slots=True)
 class HistoryChange:
     """`kind`: append (fine), window (head dropped), compaction (several messages replaced by

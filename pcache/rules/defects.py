@@ -20,9 +20,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pcache.divergence.causes import CAUSES
-from pcache.divergence.classify import RENDERED_PARAMETERS, _small_change, explain
+from pcache.divergence.classify import (
+    RENDERED_PARAMETERS,
+    definition_kind,
+    explain,
+    small_change,
+)
 from pcache.divergence.fewshot import fewshot_change, paragraphs
-from pcache.divergence.history import normalize_numbers, squash
+from pcache.divergence.history import normalize_numbers, prefix_count, squash, tool_function
 from pcache.patterns import masked, values_of
 from pcache.prompt.request import tool_name
 from pcache.rules.fix_plan import (
@@ -34,10 +39,7 @@ from pcache.rules.fix_plan import (
     ToolValue,
     compare_slots,
     exact,
-    prefix_count,
     text_key,
-    tool_bytes,
-    tool_description,
 )
 from pcache.rules.patterns import short
 
@@ -132,7 +134,7 @@ class Finder:
             return False  # another system prompt: another app
         path = f"messages[{slot}].content"
         for region, kind in regions:
-            if kind is None and not conversation and _small_change(old, new):
+            if kind is None and not conversation and small_change(old, new):
                 kind = "per_user"  # two users' versions of one prompt
             if kind == "per_user" and region.after is None and not self.followed:
                 continue  # nothing shared follows it: moving it saves nothing
@@ -217,7 +219,7 @@ class Finder:
             old = theirs.get(name)
             if old is None or old is tool:
                 continue
-            left, right = tool_bytes(old), tool_bytes(tool)
+            left, right = exact(old), exact(tool)
             if left == right:
                 continue
             path = f"tools[{index}]"
@@ -225,11 +227,8 @@ class Finder:
                 cause, detail = "key_order", f"tool {name!r}: same schema, different key order"
             else:
                 cause, detail = "tool_definition", f"tool {name!r} changed"
-                described = tool_description(old), tool_description(tool)
-                if None not in described and _without_description(old) == _without_description(
-                    tool
-                ):
-                    kind = _description_kind(*described)  # type: ignore[arg-type]
+                if _without_description(old) == _without_description(tool):
+                    kind = definition_kind(old, tool)
                     if kind is not None:
                         fix = self._fix(kind, number, label, path, f"in tool {name!r}", "")
                         if fix is not None and name not in self.plan.tool_values:
@@ -275,9 +274,7 @@ class Finder:
         if divergence.b_char is not None and divergence.b_char < b.token_char(start_b):
             return  # the two differ before the history: the shared part's own cause
         cause = divergence.cause.kind
-        if cause not in HISTORY_CAUSES and cause != "template":
-            return
-        if cause in FAMILIES or cause == "template":
+        if cause not in HISTORY_CAUSES:
             return  # a value in a history message, or the template: no body to restore
         path = divergence.b_unit or f"messages[{head}]"
         detail = divergence.cause.detail
@@ -315,16 +312,6 @@ def _history_token(rendered, index: int) -> int | None:
 
 
 def _without_description(tool):
-    from pcache.divergence.history import tool_function
-
     function = dict(tool_function(tool))
     function.pop("description", None)
     return function
-
-
-def _description_kind(old: str, new: str) -> str | None:
-    from pcache.divergence.regions import changed_regions, region_at, region_kind
-
-    region = region_at(changed_regions(old, new), None)
-    kind = region_kind(region) if region is not None else None
-    return kind if kind in FAMILIES else None

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from pcache.divergence.history import PREFIX_ROLES, tool_function
 from pcache.divergence.regions import Region, changed_regions, lines_of, region_kind
 from pcache.patterns import CHANGING_CLOCK, CHANGING_ID, masked, values_of
 from pcache.prompt.request import tool_name
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
     from pcache.rules.base import Diagnostic, Rule
 
 FAMILIES = {"clock": CHANGING_CLOCK, "random_id": CHANGING_ID}
-VALUE_CAUSES = ("clock", "random_id", "per_user")
 HISTORY_CAUSES = frozenset(
     {
         "history_edit",
@@ -55,11 +53,10 @@ HISTORY_CAUSES = frozenset(
         "system_message_moved",
         "whitespace",
         "number_format",
-        "clock",
-        "random_id",
     }
 )
-"""Causes that, in a history message of the same conversation, the append-only restore fixes."""
+"""Causes that, in a history message of the same conversation, the append-only restore fixes
+(a clock or an id in a history message, or the template's own text, has no body to restore)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -156,7 +153,7 @@ class ToolValue:
         family = FAMILIES[self.cause]
         for value in values_of(family, description):
             description = description.replace(value, "")
-        return " ".join(description.split(" ")).replace("  ", " ").strip()
+        return description.replace("  ", " ").strip()
 
 
 @dataclass(eq=False, slots=True)
@@ -167,10 +164,6 @@ class Restore:
     partner: int
     unit: str
     """`history` (the messages after the system prompt) or `prefix` (the system prompt)."""
-
-
-def tool_bytes(tool: Any) -> bytes:
-    return orjson.dumps(tool)
 
 
 def exact(value: Any) -> bytes:
@@ -201,12 +194,6 @@ class FixPlan:
     slot_variants: dict[tuple[str, bytes], tuple[str, Fix]] = field(default_factory=dict)
     """(normalizer, normalized text) -> the text the earlier request sent."""
     restores: dict[int, list[Restore]] = field(default_factory=dict)
-
-    @property
-    def slot_kinds(self) -> list[str]:
-        """The normalizers some drift was seen under (`pcache.rules.defects.NORMALIZERS`)."""
-        return sorted({kind for kind, _ in self.slot_variants})
-
     first_orders: dict[frozenset[str], tuple[str, ...]] = field(default_factory=dict)
     """The order each tool set was first sent in (the stable order a fix sends it in)."""
     first_definitions: dict[str, bytes] = field(default_factory=dict)
@@ -217,6 +204,11 @@ class FixPlan:
 
     def __bool__(self) -> bool:
         return bool(self.fixes)
+
+    @property
+    def slot_kinds(self) -> list[str]:
+        """The normalizers some drift was seen under (`pcache.rules.defects.NORMALIZERS`)."""
+        return sorted({kind for kind, _ in self.slot_variants})
 
     def count(self, tools: list[Any]) -> None:
         """Remember the first order of a tool set and the first definition of each tool: the
@@ -231,7 +223,7 @@ class FixPlan:
         self.first_orders.setdefault(frozenset(names), names)
         for name, tool in zip(names, tools, strict=True):
             if name not in self.first_definitions:
-                key = tool_bytes(tool)
+                key = exact(tool)
                 self.first_definitions[name] = key
                 self.samples[(name, key)] = tool
 
@@ -276,16 +268,3 @@ class FixPlan:
 def compare_slots(old: str, new: str) -> list[tuple[Region, str | None]]:
     """The changed regions of a system message and the kind of value each holds."""
     return [(region, region_kind(region)) for region in changed_regions(old, new)]
-
-
-def prefix_count(messages: list[dict[str, Any]]) -> int:
-    """The system and developer messages ahead of the first turn."""
-    head = 0
-    while head < len(messages) and messages[head].get("role") in PREFIX_ROLES:
-        head += 1
-    return head
-
-
-def tool_description(tool: Any) -> str | None:
-    description = tool_function(tool).get("description") if isinstance(tool, dict) else None
-    return description if isinstance(description, str) else None

@@ -1,7 +1,7 @@
 """The log with every reported defect fixed, replayed through the same cache as the log as is.
 
 A second pass over the requests, in the same order, once the first pass has found the fixes
-(`pcache.rules.fix_plan`): each request's body is fixed (`fixed_body`), rendered with the same
+(`pcache.rules.fix_plan`): each request's body is fixed (`fixed_request`), rendered with the same
 renderer, and looked up in an unlimited prefix cache of the fixed log, exactly as the log as
 is was in the first pass. What a request re-prefills less in the fixed log is its saving; it
 goes to the fixes that changed the request (shared equally), or, for a request no fix changed
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pcache.divergence.classify import RENDERED_PARAMETERS
+from pcache.divergence.history import prefix_count
 from pcache.patterns import masked, values_of
 from pcache.prompt.request import KIND_OPENAI, Request, tool_name
 from pcache.rules.defects import NORMALIZERS
@@ -30,9 +31,7 @@ from pcache.rules.fix_plan import (
     Fix,
     FixPlan,
     exact,
-    prefix_count,
     text_key,
-    tool_bytes,
 )
 
 STANDALONE_SHAPES = ("chat", "gemini", "bedrock")
@@ -162,6 +161,7 @@ def _fix_prefix(plan: FixPlan, prefix: list[dict[str, Any]], fixed: Fixed) -> tu
     """Move the values out of the system messages and undo their drift, in place; (text for
     the newest turn, text for the first user turn)."""
     to_newest, to_first = [], []
+    kinds = plan.slot_kinds
     for slot, message in enumerate(prefix):
         text = message.get("content")
         if not isinstance(text, str):
@@ -178,7 +178,7 @@ def _fix_prefix(plan: FixPlan, prefix: list[dict[str, Any]], fixed: Fixed) -> tu
                     to_newest.append(taken.strip())
                 elif move.cause == "per_user":
                     to_first.append(taken.strip())
-        for cause in plan.slot_kinds:
+        for cause in kinds:
             found = plan.slot_variants.get((cause, text_key(NORMALIZERS[cause](text))))
             if found is not None and found[0] != text:
                 canonical, fix = found
@@ -222,7 +222,7 @@ def _fix_tools(plan: FixPlan, tools: list[Any], fixed: Fixed) -> list[Any]:
                 tool = cleaned
         variants = plan.tool_variants.get(name)
         if variants:
-            key = tool_bytes(tool)
+            key = exact(tool)
             stable = plan.stable_definition(name)
             if key in variants and stable is not None and key != stable:
                 fixed.direct.append(variants[key])

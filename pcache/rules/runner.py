@@ -223,9 +223,12 @@ class _Run:
         self.needed = array("q")
         """How many later requests repeat each request's fixed form."""
         self.sources: list[Callable[[], Iterator[Request]]] = []
-        self.stdin: list | None = None
         """The inputs, read again for the fixed log's replay."""
+        self.stdin: list | None = None
+        """What stdin held (it cannot be read twice)."""
         self.write_fixed = options.write_fixed
+        if self.write_fixed is not None:
+            FixedWriter.check(self.write_fixed)  # before the pass, not after it
         self.check_findings: dict[tuple[int, str], Diagnostic] = {}
         """The checks' findings of divergence rules, by (request number, rule code)."""
         self.fixed_findings: dict[tuple[int, str], Diagnostic] = {}
@@ -699,7 +702,7 @@ class _Run:
                 path = _path_from(current.rendered, position)  # where the fix changes it
             if number == fix.origin and fix.cause in MESSAGE_CAUSES:
                 path = original.source_path(fix.path)  # the message as a whole
-            path = path or original.source_path(_path_in(fix, original))
+            path = path or original.source_path(fix.path)
             violation = Violation(message, path, token_position=position, fix_title=fix.hint)
             diagnostic = self._report(fix.rule, violation, current, position)
         self.fixed_findings[key] = diagnostic
@@ -786,13 +789,6 @@ def _path_from(rendered, position: int) -> str | None:
     return None
 
 
-def _path_in(fix: Fix, request: Request) -> str:
-    """Where the fix changes `request` (the origin's path when it is the origin's unit)."""
-    if fix.path.startswith("tools[") and fix.cause in ("tool_order", "tool_set"):
-        return "tools"
-    return fix.path
-
-
 def _positions_of(request: Request) -> JsonPositions | None:
     """The position index of a .json request file (of its line, for one-request-per-line
     files); None when the file cannot be read again."""
@@ -852,19 +848,17 @@ def lint_values(values: list[object], options: LintOptions, source: str = "<memo
     run = _Run(options, LintConfig(), None)
     run.summary.files = 1
 
-    def requests() -> Iterator[Request]:
+    def items() -> Iterator[Request | InputError]:
         for line, value in enumerate(values, 1):
             try:
                 yield request_from_document(value, source, line)
-            except InputError:
-                continue
+            except InputError as failure:
+                yield failure
 
-    run.sources.append(requests)
-    for line, value in enumerate(values, 1):
-        try:
-            request = request_from_document(value, source, line)
-        except InputError as failure:
-            run._parse_error(failure)
-            continue
-        run.lint_request_or_report(request)
+    run.sources.append(lambda: (item for item in items() if isinstance(item, Request)))
+    for item in items():
+        if isinstance(item, InputError):
+            run._parse_error(item)
+        else:
+            run.lint_request_or_report(item)
     return run.finish()

@@ -220,3 +220,12 @@ def test_a_reasoning_effort_change_is_a_parameter_not_the_template(cli, tmp_path
     codes = {f["code"] for f in data["findings"] if f["tokens_reprefilled"]}
     assert "PC405" not in {f["code"] for f in data["findings"]}, data["findings"]
     assert codes == {"PC509"}, data["findings"]
+
+
+def test_write_fixed_to_a_place_it_cannot_write_is_a_usage_error(cli, tmp_path):
+    log = _write(tmp_path, [{"messages": [{"role": "user", "content": "hi"}]}])
+    for target in (tmp_path / "missing" / "fixed.jsonl", tmp_path):
+        result = cli("lint", log, "--write-fixed", target)
+        assert result.exit_code == 2, result.output
+        assert "--write-fixed" in result.output and "Traceback" not in result.output
+        assert not (tmp_path / "missing").exists()
