@@ -49,9 +49,9 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
-    from pcache.prompt.hf_template import load_hf_renderer
-    from pcache.prompt.render import render
-    from pcache.prompt.request import request_from_document
+    from pcache.prompt.renderers.hf_template import load_hf_renderer
+    from pcache.prompt.renderers.render import render
+    from pcache.prompt.shapes.request import request_from_document
     from tests.fixtures.build_tokenizers import build
     from tests.fixtures.chat_corpus import CORPUS
 

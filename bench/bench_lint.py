@@ -311,7 +311,7 @@ def spread(values: list[float], digits: int = 2) -> str:
 def conditions() -> str:
     import tokenizers
 
-    from pcache.machine import cpu_name
+    from pcache.process.machine import cpu_name
 
     return (
         f"{os.cpu_count()} CPUs ({cpu_name()}), Python {platform.python_version()},"

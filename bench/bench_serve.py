@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from serve_child import start_server, stop_server  # noqa: E402
 
-from pcache.replayer.endpoint_options import EndpointOptions  # noqa: E402
+from pcache.replayer.endpoint.options import EndpointOptions  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def main() -> int:
 
     import httpx
 
-    from pcache.replayer.endpoint_driver import replay_endpoint
+    from pcache.replayer.endpoint.driver import replay_endpoint
 
     child, url = start_server(
         "--model", args.model, "--max-num-batched-tokens", str(args.max_num_batched_tokens)

@@ -32,8 +32,8 @@ CHILD = r"""
 import hashlib, json, statistics, sys, time
 from pcache.cache.capacity import resolve_model
 from pcache.pipeline import Settings
-from pcache.replayer.simulate_options import SimulateOptions
-from pcache.replayer.sweep import capacity_sweep
+from pcache.replayer.simulate.options import SimulateOptions
+from pcache.replayer.simulate.sweep import capacity_sweep
 from pcache.traces.readers import read_trace
 
 settings = Settings(tokenizer="gpt-oss")

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pcache.cache.hashing import block_hashes
 from pcache.pipeline import Settings, hash_request
-from pcache.prompt.render import resolve_renderer
-from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.renderers.render import resolve_renderer
+from pcache.prompt.shapes.request import Request, request_from_document
 
 VOCABULARY = (
     *("the", "cache", "prefix", "block", "token", "request", "model", "server", "latency"),

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     from pcache.pipeline import Settings
-    from pcache.replayer.simulate import SimulationOptions, simulate
+    from pcache.replayer.simulate.driver import SimulationOptions, simulate
     from pcache.rules.runner import LintOptions, lint_paths
     from pcache.traces.readers import read_trace
     from tests.rules.test_divergence_costs import CAUSES, TOKENIZER, generate

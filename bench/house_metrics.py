@@ -85,9 +85,7 @@ def duplicate_pairs(tree: Path) -> str:
 def static(tree: Path) -> dict[str, object]:
     listed = functions(tree)
     replay = next(row for row in listed if row[1].endswith(" replay_command"))
-    files = Counter(
-        str(path.parent.relative_to(tree)) for path in (tree / "pcache").rglob("*.py")
-    )
+    files = Counter(str(path.parent.relative_to(tree)) for path in (tree / "pcache").rglob("*.py"))
     graph = import_graph.import_graph(tree)
     return {
         "longest function": f"{listed[0][0]} lines ({listed[0][1]})",

@@ -140,7 +140,7 @@ def main() -> int:
         print(f"{'same' if same else 'DIFFERS'}  pcache {command}")
         if not same:
             differing += 1
-            for line_was, line_now in zip(was.splitlines(), now.splitlines()):
+            for line_was, line_now in zip(was.splitlines(), now.splitlines(), strict=False):
                 if line_was != line_now:
                     print(f"    was: {line_was.decode()[:160]}\n    now: {line_now.decode()[:160]}")
                     break

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import pcache  # noqa: E402
 from pcache.pipeline import Settings  # noqa: E402
-from pcache.replayer.simulate import SimulationOptions, simulate  # noqa: E402
+from pcache.replayer.simulate.driver import SimulationOptions, simulate  # noqa: E402
 from pcache.rules.runner import LintOptions, lint_paths  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
 from tests.rules.shared_logs import PLANTED, SHAPES, TRAVEL, TRAVEL_TOOLS, build  # noqa: E402

@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pcache.gc_pause import paused_gc
-from pcache.replayer.simulate import SimulationOptions, simulate
+from pcache.process.gc_pause import paused_gc
+from pcache.replayer.simulate.driver import SimulationOptions, simulate
 from pcache.traces.readers import read_trace
 
 

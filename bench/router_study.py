@@ -38,10 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pcache.replayer.fleet import simulate_fleet  # noqa: E402
-from pcache.replayer.fleet_report import grid_rows  # noqa: E402
-from pcache.replayer.routers import ROUTERS  # noqa: E402
-from pcache.replayer.simulate import SimulationOptions, simulate  # noqa: E402
+from pcache.replayer.fleet.driver import simulate_fleet  # noqa: E402
+from pcache.replayer.fleet.report import grid_rows  # noqa: E402
+from pcache.replayer.fleet.routers import ROUTERS  # noqa: E402
+from pcache.replayer.simulate.driver import SimulationOptions, simulate  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
 from pcache.traces.record import Trace, TraceRecord  # noqa: E402
 

@@ -38,7 +38,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 from serve_child import stop_server  # noqa: E402
 
 from bench.vllm.server import VllmStartError, free_port, healthy, vllm_server  # noqa: E402
-from pcache.replayer.server_metrics import MetricsSnapshot, metrics_delta, parse_metrics  # noqa: E402
+from pcache.replayer.endpoint.server_metrics import MetricsSnapshot, metrics_delta, parse_metrics  # noqa: E402
 
 INPUT_LEN, OUTPUT_LEN = 256, 64
 DATASETS = {

@@ -42,14 +42,14 @@ SYSTEM = (
 TOPICS = ("order", "invoice", "return", "parcel", "account", "refund", "address", "voucher")
 READ = (
     "import sys\n"
-    "from pcache.prompt.inputs import iter_requests\n"
+    "from pcache.prompt.reading.held import iter_requests\n"
     "count = sum(1 for _ in iter_requests(sys.argv[1]))\n"
     "print(count)\n"
 )
 SAMPLED = """
 import os, sys, threading, time
 import pyarrow
-import pcache.prompt.tables as tables
+import pcache.prompt.reading.tables as tables
 
 every, rows, reading = float(sys.argv.pop(1)), [0], tables.iter_table_documents
 

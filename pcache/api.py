@@ -91,7 +91,7 @@ def hash(
     """The token count and chained block hashes of one request (a file must hold exactly one)."""
     from pcache import api_arguments as check
     from pcache.pipeline import BlockHashReport, hash_request
-    from pcache.prompt.inputs import one_request
+    from pcache.prompt.reading.held import one_request
 
     request = check.request("hash", "request", request)
     settings = _settings("hash", tokenizer, block_size, hash_algo, cache_salt, date)
@@ -138,7 +138,7 @@ def lint(
     from pcache import api_arguments as check
     from pcache.defaults import DEFAULT_EXECUTOR, PROFILE_NAMES
     from pcache.pipeline import Settings
-    from pcache.prompt.inputs import is_path, values_from
+    from pcache.prompt.reading.held import is_path, values_from
     from pcache.rules import RULES
     from pcache.rules.config import find_config, load_config
     from pcache.rules.runner import LintOptions, lint_paths, lint_values
@@ -250,7 +250,7 @@ def replay(
     `UsageError` the command gives for its flag.
     """
     from pcache import api_arguments as check
-    from pcache.prompt.inputs import is_path, values_from
+    from pcache.prompt.reading.held import is_path, values_from
     from pcache.replayer.options import ReplayOptions
     from pcache.replayer.run import replay_options, run_replay
 

@@ -5,7 +5,7 @@ Every public function (`pcache.diff`, `hash`, `lint`, `replay`, and the assertio
 does not take is an `ArgumentTypeError`, a value out of range an `ArgumentValueError`, both
 `pcache.InputError`s whose message names the function and the argument
 (`pcache.lint: block_size must be an integer from 1 to 1048576, got 0`). The requests
-themselves are then read by the core (`pcache.prompt.inputs`), which refuses what no JSON
+themselves are then read by the core (`pcache.prompt.reading.held`), which refuses what no JSON
 document holds, cycles and nesting past the readers' limit with typed errors of its own.
 Checks the core already makes with command-line wording are run inside `named_as`, which
 gives their messages the argument's name instead of the flag's.
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pcache.errors import ArgumentError, ArgumentTypeError, ArgumentValueError, UsageError
-from pcache.prompt.memory_values import kind_of
+from pcache.prompt.reading.memory_values import kind_of
 
 _LEADING_FLAG = re.compile(r"(unknown )?(--[a-z][a-z0-9*-]*)")
 _REQUEST = "a request body (dict), an SDK object or a path"
@@ -98,7 +98,7 @@ def tokenizer(function: str, value: Any) -> str | None:
     """An optional tokenizer name, loaded here so that one that cannot be is this argument's
     error (`TokenizerError` says why: not built in, not in the local cache, ...)."""
     from pcache.errors import RequestTemplateError, TokenizerError
-    from pcache.prompt.render import resolve_renderer
+    from pcache.prompt.renderers.render import resolve_renderer
 
     name = text(function, "tokenizer", value)
     if name is not None:
@@ -224,7 +224,7 @@ def optional_path(function: str, name: str, value: Any) -> str | None:
 
 
 def _is_request(value: Any) -> bool:
-    from pcache.prompt.request import Request
+    from pcache.prompt.shapes.request import Request
 
     if isinstance(value, dict | Request):
         return True

@@ -15,11 +15,11 @@ from pcache.cache.hashing import (
 )
 from pcache.defaults import DEFAULT_EXECUTOR, DEFAULT_PROFILE, EXECUTORS, PROFILE_NAMES
 from pcache.errors import InputError, UsageError
-from pcache.prompt.loading import Document, iter_documents
-from pcache.prompt.render import DEFAULT_TOKENIZER, render, resolve_renderer
-from pcache.prompt.rendered import RenderedPrompt
-from pcache.prompt.request import Request, request_of
-from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
+from pcache.prompt.reading.loading import Document, iter_documents
+from pcache.prompt.renderers.interface import DEFAULT_DATE, RenderOptions
+from pcache.prompt.renderers.render import DEFAULT_TOKENIZER, render, resolve_renderer
+from pcache.prompt.renderers.rendered import RenderedPrompt
+from pcache.prompt.shapes.request import Request, request_of
 
 
 class WithSettings:
@@ -91,7 +91,7 @@ class Settings:
     @property
     def job_count(self) -> int:
         """`jobs`, or one per core when it is None."""
-        from pcache.prompt.threads import default_jobs
+        from pcache.prompt.tokenizers.threads import default_jobs
 
         return self.jobs or default_jobs()
 
@@ -159,8 +159,8 @@ class RenderStage:
     def __init__(
         self, renderer: Any, options: RenderOptions, jobs: int | None = None, ahead: bool = False
     ):
-        from pcache.prompt.segment_cache import SegmentCachedRenderer
-        from pcache.prompt.threads import default_jobs
+        from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer
+        from pcache.prompt.tokenizers.threads import default_jobs
 
         self.renderer = renderer
         self.options = options
@@ -211,7 +211,7 @@ def iter_requests(path: str | os.PathLike[str]) -> Iterator[Request]:
 
 def hash_reports(items: Any, settings: Settings) -> Iterator[BlockHashReport]:
     """The block hashes of every request in `items` (paths, bodies, SDK objects), streamed."""
-    from pcache.prompt.inputs import iter_requests as requests_in
+    from pcache.prompt.reading.held import iter_requests as requests_in
 
     for request in requests_in(items):
         yield BlockHashReport.of(hash_request(request, settings))

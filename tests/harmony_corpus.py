@@ -197,7 +197,7 @@ def random_date(seed: int) -> str:
 def harmony_encoding() -> Any:
     from openai_harmony import HarmonyEncodingName, load_harmony_encoding
 
-    from pcache.prompt.tiktoken_offline import tiktoken_rs_cache_dir
+    from pcache.prompt.tokenizers.tiktoken_offline import tiktoken_rs_cache_dir
 
     os.environ["TIKTOKEN_RS_CACHE_DIR"] = str(tiktoken_rs_cache_dir())
     return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)

@@ -22,7 +22,7 @@ from pcache.errors import (
     NotJsonError,
     UsageError,
 )
-from pcache.prompt.fields import MAX_NESTING
+from pcache.prompt.shapes.fields import MAX_NESTING
 from pcache.record import assert_cacheable, assert_prefix_stable
 from tests.conftest import SAMPLES
 
@@ -303,7 +303,7 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=200, deadline=None)
 @given(value=JSON_VALUES)
 def test_a_json_value_in_memory_is_read_as_its_document(value):
-    from pcache.prompt.memory_values import json_value
+    from pcache.prompt.reading.memory_values import json_value
 
     copied = json_value(value, "<memory>")
     assert copied == value

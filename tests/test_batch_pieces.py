@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings
-from pcache.prompt.render import prompt_token_ids, resolve_renderer
-from pcache.prompt.request import request_from_document
-from pcache.prompt.segment_cache import SegmentCachedRenderer, TiktokenPieces
+from pcache.prompt.renderers.render import prompt_token_ids, resolve_renderer
+from pcache.prompt.shapes.request import request_from_document
+from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer, TiktokenPieces
 from tests.test_render_stage import generated_log
 
 SPELLED = ["<|reserved_201087|>", "<|endoftext|>", "<|end|>", "<|endofprompt|>", "\ud800"]

@@ -9,8 +9,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pcache.cache.stack_sweep import stack_pass, sweep_pool
-from pcache.replayer.simulate import SimulationOptions, simulate
-from pcache.replayer.sweep import block_keys, capacity_sweep
+from pcache.replayer.simulate.driver import SimulationOptions, simulate
+from pcache.replayer.simulate.sweep import block_keys, capacity_sweep
 from pcache.traces.record import Trace, TraceRecord
 
 BLOCK = 4

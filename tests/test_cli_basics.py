@@ -8,8 +8,8 @@ import sys
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.cli import options
 from pcache.models import DEFAULT_MODEL
-from pcache.prompt.render import DEFAULT_TOKENIZER
-from pcache.prompt.tokenizer import DEFAULT_DATE
+from pcache.prompt.renderers.interface import DEFAULT_DATE
+from pcache.prompt.renderers.render import DEFAULT_TOKENIZER
 from tests.conftest import ROOT
 
 HEAVY = ("numpy", "torch", "transformers", "tiktoken", "triton", "matplotlib", "jinja2", "ray")

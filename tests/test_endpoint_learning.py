@@ -232,9 +232,9 @@ class RenderingServer:
         self.date, self.bos = date, bos
 
     def render(self, messages: list[dict]) -> list[int]:
-        from pcache.prompt.render import prompt_token_ids, resolve_renderer
-        from pcache.prompt.request import request_from_document
-        from pcache.prompt.tokenizer import RenderOptions
+        from pcache.prompt.renderers.interface import RenderOptions
+        from pcache.prompt.renderers.render import prompt_token_ids, resolve_renderer
+        from pcache.prompt.shapes.request import request_from_document
 
         request = request_from_document({"messages": messages}, "server")
         ids = prompt_token_ids(request, resolve_renderer("gpt-oss"), RenderOptions(date=self.date))

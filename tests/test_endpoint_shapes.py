@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 httpx = pytest.importorskip("httpx")
 
 from pcache.replayer.arrivals import arrival_offsets  # noqa: E402
-from pcache.replayer.endpoint_driver import EndpointOptions, replay_endpoint  # noqa: E402
-from pcache.replayer.reported_cache import ReportedCache, reported_cache  # noqa: E402
+from pcache.replayer.endpoint.driver import EndpointOptions, replay_endpoint  # noqa: E402
+from pcache.replayer.endpoint.reported_cache import ReportedCache, reported_cache  # noqa: E402
 from pcache.traces.readers import read_trace  # noqa: E402
 
 URL = "http://server.test:8000/v1"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pcache.cache.hashing import HashSettings
 from pcache.cache.request import CacheRequest
-from pcache.replayer.engine_driver import _footprint_blocks
+from pcache.replayer.engine.driver import _footprint_blocks
 from pcache.traces.record import TraceRecord
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from pcache.engine.config import EngineConfig  # noqa: E402
 from pcache.engine.engine import Engine  # noqa: E402
-from pcache.replayer.simulate import SimulationOptions, simulate  # noqa: E402
+from pcache.replayer.simulate.driver import SimulationOptions, simulate  # noqa: E402
 from pcache.traces.record import Trace, TraceRecord  # noqa: E402
 
 

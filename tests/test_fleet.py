@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.replayer.fleet import simulate_fleet
-from pcache.replayer.routers import make_router
-from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
-from pcache.replayer.routers.tenant_tree import TenantTree
-from pcache.replayer.simulate import SimulationOptions, simulate
+from pcache.replayer.fleet.driver import simulate_fleet
+from pcache.replayer.fleet.routers import make_router
+from pcache.replayer.fleet.routers.request import FleetState, RoutedRequest, text_view
+from pcache.replayer.fleet.routers.tenant_tree import TenantTree
+from pcache.replayer.simulate.driver import SimulationOptions, simulate
 from pcache.traces.readers import read_trace
 from pcache.traces.record import Trace, TraceRecord
 from tests.conftest import SAMPLES
@@ -221,7 +221,7 @@ def test_dynamo_weighs_decode_blocks_in_flight_against_prefill():
 
 
 def test_llm_d_blocks_name_their_prefix_and_drop_the_partial_tail():
-    from pcache.replayer.routers.llm_d import block_keys
+    from pcache.replayer.fleet.routers.llm_d import block_keys
 
     record = TraceRecord(0, 1, 0.0, 10, routing_text="x" * 130)
     request = RoutedRequest(record, *text_view(record, None, 4), [0], 0.0)
@@ -350,7 +350,7 @@ def test_bad_fleet_options_fail_in_one_line(cli, args, message):
 
 def test_the_api_replays_a_fleet_as_the_command_does(cli):
     import pcache
-    from pcache.replayer.fleet_options import FleetOptions
+    from pcache.replayer.fleet.options import FleetOptions
 
     trace = SAMPLES / "traces" / "shared_prefix_hash_ids.jsonl"
     fleet = FleetOptions(replicas=(2,), routers=("sglang",))

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.replayer.routers import make_router
-from pcache.replayer.routers.request import FleetState, RoutedRequest, text_view
-from pcache.replayer.routers.tenant_tree import TenantTree
+from pcache.replayer.fleet.routers import make_router
+from pcache.replayer.fleet.routers.request import FleetState, RoutedRequest, text_view
+from pcache.replayer.fleet.routers.tenant_tree import TenantTree
 from pcache.traces.record import TraceRecord
 from tests.conftest import SAMPLES
 
@@ -181,7 +181,7 @@ def test_bad_ray_parameters_fail_in_one_line(cli, setting, message):
 def test_every_router_replays_both_modes_with_its_defaults(cli, trace_name, concurrency):
     from dataclasses import asdict
 
-    from pcache.replayer.routers import ROUTERS, build_parameters
+    from pcache.replayer.fleet.routers import ROUTERS, build_parameters
 
     result = cli(
         "replay", str(SAMPLES / "traces" / trace_name), "--replicas", "3",

@@ -1,5 +1,5 @@
 """A serial fleet replay split into one routing pass and one task per replica
-(`pcache.replayer.fleet_split`, what `--executor ray` runs) gives `simulate_fleet`'s report,
+(`pcache.replayer.fleet.split`, what `--executor ray` runs) gives `simulate_fleet`'s report,
 field for field, for every router; routers that read the pools stay in one pass."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pcache.executors.local import LocalExecutor
-from pcache.replayer.fleet import simulate_fleet
-from pcache.replayer.fleet_split import route_blind, simulate_fleet_split
-from pcache.replayer.routers import ROUTERS
-from pcache.replayer.simulate import SimulationOptions
+from pcache.replayer.fleet.driver import simulate_fleet
+from pcache.replayer.fleet.routers import ROUTERS
+from pcache.replayer.fleet.split import route_blind, simulate_fleet_split
+from pcache.replayer.simulate.driver import SimulationOptions
 from pcache.traces.readers import read_trace
 from tests.conftest import SAMPLES
 from tests.test_fleet import TRACES, traces

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pcache.cache.hashing import HashSettings
-from pcache.replayer.fleet import simulate_fleet
-from pcache.replayer.simulate import SimulationOptions, simulate
+from pcache.replayer.fleet.driver import simulate_fleet
+from pcache.replayer.simulate.driver import SimulationOptions, simulate
 from pcache.replayer.ttft import TtftModel
 from pcache.traces.record import Trace, TraceRecord
 from tests.test_fleet import traces

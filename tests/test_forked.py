@@ -9,7 +9,7 @@ import sys
 import orjson
 import pytest
 
-from pcache.forked import Forked, Standby
+from pcache.process.forked import Forked, Standby
 from tests.executor_logs import request_log
 
 LINUX = sys.platform.startswith("linux")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from pcache.gc_pause import paused_gc
+from pcache.process.gc_pause import paused_gc
 
 
 class Node:

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pcache.prompt.harmony import HarmonyRenderer
-from pcache.prompt.render import render
-from pcache.prompt.request import request_from_document
-from pcache.prompt.tokenizer import RenderOptions
+from pcache.prompt.renderers.harmony import HarmonyRenderer
+from pcache.prompt.renderers.interface import RenderOptions
+from pcache.prompt.renderers.render import render
+from pcache.prompt.shapes.request import request_from_document
 from tests.harmony_corpus import generate, harmony_encoding, random_date, reference_token_ids
 
 CORPUS_SIZE = 64

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.prompt.harmony import HarmonyRenderer
-from pcache.prompt.render import render, resolve_renderer
-from pcache.prompt.rendered import RenderedPrompt
-from pcache.prompt.request import request_from_document
-from pcache.prompt.tokenizer import DEFAULT_DATE, RenderOptions
+from pcache.prompt.renderers.harmony import HarmonyRenderer
+from pcache.prompt.renderers.interface import DEFAULT_DATE, RenderOptions
+from pcache.prompt.renderers.render import render, resolve_renderer
+from pcache.prompt.renderers.rendered import RenderedPrompt
+from pcache.prompt.shapes.request import request_from_document
 from tests.harmony_corpus import generate, reference_token_ids
 
 WEATHER_TOOL = {

@@ -15,15 +15,15 @@ from hypothesis import strategies as st
 from pcache.cache.profiles import load_profile
 from pcache.errors import TokenizerError
 from pcache.pipeline import Settings
-from pcache.prefix import common_prefix_length
-from pcache.prompt.chat_jinja import _tojson
-from pcache.prompt.hf_pieces import HFPieces, longest_match_pattern
-from pcache.prompt.provenance import message_index
-from pcache.prompt.render import prompt_token_ids, render, resolve_renderer
-from pcache.prompt.request import request_from_document
-from pcache.prompt.segment_cache import SegmentCachedRenderer
+from pcache.prompt.renderers.chat_jinja import _tojson
+from pcache.prompt.renderers.provenance import message_index
+from pcache.prompt.renderers.render import prompt_token_ids, render, resolve_renderer
+from pcache.prompt.shapes.request import request_from_document
+from pcache.prompt.tokenizers.hf_pieces import HFPieces, longest_match_pattern
+from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer
 from pcache.rules.context import LintSettings, RequestContext
 from pcache.rules.runner import LintOptions, lint_values
+from pcache.text.prefix import common_prefix_length
 from tests.fixtures import HF_FIXTURES, hf_model_dir, hf_reference_tokenizer
 from tests.fixtures.chat_corpus import CORPUS
 

@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from pcache.cache.hashing import HashSettings, block_hashes
 from pcache.errors import TokenizerError
-from pcache.jsonpath import get_path
-from pcache.prompt.hf_template import load_hf_renderer, template_calls_clock
-from pcache.prompt.provenance import json_pieces
-from pcache.prompt.render import render, resolve_renderer
-from pcache.prompt.request import Request, request_from_document
+from pcache.prompt.renderers.hf_template import load_hf_renderer, template_calls_clock
+from pcache.prompt.renderers.provenance import json_pieces
+from pcache.prompt.renderers.render import render, resolve_renderer
+from pcache.prompt.shapes.request import Request, request_from_document
+from pcache.text.jsonpath import get_path
 from tests.conftest import ROOT, run_pcache
 from tests.fixtures import HF_FIXTURES, hf_model_dir, hf_reference_tokenizer
 from tests.fixtures.chat_corpus import CORPUS, PAIRS, PARALLEL_CALLS
@@ -239,7 +239,7 @@ def test_templates_that_cut_text_fall_back_to_search(tmp_path: Path):
 
 
 def test_unbalanced_sentinels_are_refused():
-    from pcache.prompt.marked_render import CLOSE, FIRST_ID, OPEN, strip_sentinels
+    from pcache.prompt.renderers.marked_render import CLOSE, FIRST_ID, OPEN, strip_sentinels
 
     opened = OPEN + chr(FIRST_ID)
     assert strip_sentinels(f"a{opened}b{CLOSE}c", ["p"]) == ("abc", [(1, 2, "p")])
@@ -284,9 +284,9 @@ def test_hash_command_hashes_transformers_ids(cli, tmp_path: Path, model: str):
 def test_runtime_path_imports_neither_transformers_nor_torch(tmp_path: Path):
     script = (
         "import sys, json\n"
-        "from pcache.prompt.hf_template import load_hf_renderer\n"
-        "from pcache.prompt.render import render\n"
-        "from pcache.prompt.request import request_from_document\n"
+        "from pcache.prompt.renderers.hf_template import load_hf_renderer\n"
+        "from pcache.prompt.renderers.render import render\n"
+        "from pcache.prompt.shapes.request import request_from_document\n"
         f"renderer = load_hf_renderer({str(hf_model_dir('qwen3'))!r})\n"
         f"doc = json.loads({json.dumps(json.dumps(CORPUS['tools-one-call']))})\n"
         "render(request_from_document(doc, 'x.json'), renderer)\n"
@@ -455,7 +455,7 @@ def test_date_option_pins_strftime_now(cli, tmp_path: Path):
 
 
 def _options(date: str):
-    from pcache.prompt.tokenizer import RenderOptions
+    from pcache.prompt.renderers.interface import RenderOptions
 
     return RenderOptions(date=date)
 
@@ -464,7 +464,7 @@ def test_a_date_free_renderer_is_probed_once_per_lint(monkeypatch):
     """PC102 remembers a renderer's answer, `False` included, instead of rendering every
     request twice more."""
     import pcache.api
-    import pcache.prompt.hf_template as hf_template
+    import pcache.prompt.renderers.hf_template as hf_template
 
     calls = []
 

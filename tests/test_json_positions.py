@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.prompt.json_positions import JsonPositions, parse_path
+from pcache.prompt.reading.json_positions import JsonPositions, parse_path
 
 KEYS = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=6

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("zmq")
 pytest.importorskip("msgpack")
 
-from pcache.replayer.endpoint_kv_check import check_kv_events
+from pcache.replayer.endpoint.kv_check import check_kv_events
 from pcache.serve.kv_event_wire import StoredBlocks, encode_batch, pool_events, wire_hash
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kv_events" / "vllm-0.32-batch.msgpack"
@@ -168,7 +168,7 @@ def test_bad_kv_events_endpoints_are_one_line_usage_errors(tmp_path, cli):
 def test_request_counters_exist_from_the_start(tmp_path):
     pytest.importorskip("torch")
     httpx = pytest.importorskip("httpx")
-    from pcache.replayer.endpoint_replicas import replica_counters
+    from pcache.replayer.endpoint.replicas import replica_counters
     from tests.serve_helpers import metric, served
 
     with served() as (url, _):
@@ -185,7 +185,7 @@ def test_the_subscriber_starts_once_connected_and_gets_the_first_batch():
     right after it arrives."""
     import zmq
 
-    from pcache.replayer.endpoint_kv_events import KVEventSubscriber
+    from pcache.replayer.endpoint.kv_events import KVEventSubscriber
 
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     context = zmq.Context()

@@ -40,8 +40,8 @@ def test_a_lint_inside_a_longer_process_keeps_nothing_to_its_end():
     a library) frees what it built."""
     from typer.testing import CliRunner
 
-    from pcache import retained
     from pcache.cli.app import app
+    from pcache.process import retained
 
     done = CliRunner().invoke(app, ["lint", str(ROOT / "samples/prompts"), "--exit-zero"])
     assert done.exit_code == 0, done.output

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 import pcache
 from pcache.cache.profiles import longest_ttl_seconds
 from pcache.cache.reuse import PrefixIndex
-from pcache.prefix import common_prefix_length
 from pcache.rules import runner
+from pcache.text.prefix import common_prefix_length
 
 HOUR_MS = 3_600_000.0
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from pcache.cache.profiles import load_profile
 from pcache.pipeline import Settings
-from pcache.prompt.request import request_from_document
-from pcache.prompt.request_record import cached_tokens_of
+from pcache.prompt.shapes.request import request_from_document
+from pcache.prompt.shapes.request_record import cached_tokens_of
 from pcache.rules import observed as observed_module
 from pcache.rules.observed import KEEP_WORST, ObservedUsage
 from pcache.rules.runner import LintOptions, lint_values

@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import KVCacheManager
 from pcache.cache.request import CacheRequest
-from pcache.replayer.policies import RadixPolicy, VllmPolicy
+from pcache.replayer.simulate.policies import RadixPolicy, VllmPolicy
 from pcache.traces.record import TraceRecord
 
 BLOCK_SIZE = 4
@@ -256,7 +256,7 @@ def test_radix_integrity_and_unlimited_agreement(seed, capacity):
 )
 def test_timed_replay_keeps_invariants(seed, capacity, policy):
     """Overlapping requests hold blocks; the cache stays consistent after every admission."""
-    from pcache.replayer.simulate import SimulationOptions, simulate
+    from pcache.replayer.simulate.driver import SimulationOptions, simulate
     from pcache.traces.record import Trace
 
     rng = random.Random(seed)

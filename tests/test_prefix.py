@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pcache.prefix import common_prefix_length, common_run_length
+from pcache.text.prefix import common_prefix_length, common_run_length
 
 
 def naive(a, b) -> int:

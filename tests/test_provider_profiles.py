@@ -85,9 +85,9 @@ def test_lint_and_diff_take_the_new_profiles(name):
 
 def test_bedrock_cache_points_end_where_the_content_before_them_ends():
     from pcache.divergence.compare import breakpoint_positions
-    from pcache.prompt.loading import iter_documents
-    from pcache.prompt.render import render, resolve_renderer
-    from pcache.prompt.request import request_of
+    from pcache.prompt.reading.loading import iter_documents
+    from pcache.prompt.renderers.render import render, resolve_renderer
+    from pcache.prompt.shapes.request import request_of
 
     renderer = resolve_renderer("gpt-oss")
     for document in iter_documents("tests/data/shapes/bedrock.jsonl"):

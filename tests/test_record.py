@@ -387,7 +387,7 @@ UNICODE_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), contents=st.lists(UNICODE_TEXT, min_size=1, max_size=3))
 def test_the_recorder_reads_back_what_it_wrote_as_lint_reads_it(tmp_path_factory, data, contents):
-    from pcache.prompt.loading import iter_json_lines
+    from pcache.prompt.reading.loading import iter_json_lines
     from pcache.record import Recorder
 
     path = tmp_path_factory.mktemp("spaced") / "r.jsonl"

@@ -14,7 +14,7 @@ import httpx2
 import orjson
 import pytest
 
-from pcache.prompt.inputs import requests_from
+from pcache.prompt.reading.held import requests_from
 from pcache.record import Transport
 from pcache.record.canned import CannedResponses
 from tests.sdk_agents import ticking_clock

@@ -10,9 +10,9 @@ import pytest
 
 from pcache.errors import InputError
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings
-from pcache.prompt.render import prompt_token_ids, resolve_renderer
-from pcache.prompt.request import request_from_document
-from pcache.prompt.segment_cache import SegmentCachedRenderer
+from pcache.prompt.renderers.render import prompt_token_ids, resolve_renderer
+from pcache.prompt.shapes.request import request_from_document
+from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer
 from tests.conftest import run_pcache
 from tests.fixtures import hf_model_dir
 

@@ -1,12 +1,9 @@
 """Each renderer states its optional abilities through the protocols of
-`pcache.prompt.tokenizer`, which code checks with `isinstance` instead of probing."""
+`pcache.prompt.renderers.interface`, which code checks with `isinstance` instead of probing."""
 
 from __future__ import annotations
 
-from pcache.prompt.codec import ChatMLRenderer, ModelCodec
-from pcache.prompt.render import resolve_renderer
-from pcache.prompt.segment_cache import SegmentCachedRenderer
-from pcache.prompt.tokenizer import (
+from pcache.prompt.renderers.interface import (
     DeferredRenderer,
     MarkedRenderer,
     PieceRenderer,
@@ -16,6 +13,9 @@ from pcache.prompt.tokenizer import (
     TiktokenRenderer,
     WrappingRenderer,
 )
+from pcache.prompt.renderers.render import resolve_renderer
+from pcache.prompt.tokenizers.codec import ChatMLRenderer, ModelCodec
+from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer
 from tests.fixtures import hf_model_dir
 
 ABILITIES = (

@@ -11,9 +11,9 @@ pytest.importorskip("torch")
 pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
-from pcache.prompt.loading import iter_documents
-from pcache.prompt.request import request_of
-from pcache.replayer.endpoint_requests import chat_fields
+from pcache.prompt.reading.loading import iter_documents
+from pcache.prompt.shapes.request import request_of
+from pcache.replayer.endpoint.requests import chat_fields
 from tests.conftest import ROOT
 from tests.serve_helpers import serve_process
 

@@ -386,7 +386,7 @@ class ScriptedLoad:
         self.reads = 0
 
     def read(self):
-        from pcache.machine import LoadReading
+        from pcache.process.machine import LoadReading
 
         index = self.reads
         self.reads += 1
@@ -395,7 +395,7 @@ class ScriptedLoad:
 
 
 def replay_with_load(meter, concurrency="serial", repeat=1, threads=1):
-    from pcache.replayer.engine_driver import replay_engine
+    from pcache.replayer.engine.driver import replay_engine
     from pcache.replayer.run import replay_options
 
     options = replay_options(
@@ -446,7 +446,7 @@ def test_timed_repetitions_that_straddle_are_measured_again():
 
 
 def test_a_moving_load_average_is_a_warning_in_text_and_json(cli, monkeypatch):
-    from pcache.replayer import engine_driver
+    from pcache.replayer.engine import driver as engine_driver
 
     original = engine_driver.replay_engine
     meter = ScriptedLoad([0], averages=[0.2, 3.5])
@@ -468,7 +468,7 @@ def test_a_moving_load_average_is_a_warning_in_text_and_json(cli, monkeypatch):
 
 
 def test_threads_are_checked_and_default_to_the_physical_cores(cli):
-    from pcache.machine import physical_cores
+    from pcache.process.machine import physical_cores
 
     one_line_error(
         cli("replay", TRACES / "bailian_tiny.jsonl", "--engine", "cpu", "--model", "tiny",

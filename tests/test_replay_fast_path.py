@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.replayer.policies import VllmPolicy
-from pcache.replayer.simulate import SimulationOptions, _unlimited_capacity, simulate
+from pcache.replayer.simulate.driver import SimulationOptions, _unlimited_capacity, simulate
+from pcache.replayer.simulate.policies import VllmPolicy
 from pcache.traces.readers import read_trace
 from pcache.traces.record import TraceRecord
 from tests.conftest import SAMPLES

@@ -10,9 +10,9 @@ import pytest
 import pcache
 from pcache.api_arguments import replay_flags
 from pcache.errors import ArgumentValueError, InputError, UsageError
-from pcache.replayer.endpoint_options import EndpointOptions
-from pcache.replayer.engine_options import EngineOptions
-from pcache.replayer.simulate_options import SimulateOptions
+from pcache.replayer.endpoint.options import EndpointOptions
+from pcache.replayer.engine.options import EngineOptions
+from pcache.replayer.simulate.options import SimulateOptions
 from pcache.replayer.ttft import TtftModel
 from tests.conftest import SAMPLES
 

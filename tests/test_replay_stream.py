@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.replayer import stream
 from pcache.replayer.run import replay_options, run_replay
-from pcache.replayer.simulate import SimulationOptions
+from pcache.replayer.simulate import stream
+from pcache.replayer.simulate.driver import SimulationOptions
 from pcache.traces.readers import read_trace
 from pcache.traces.record import TraceRecord
 from pcache.traces.synth import SynthOptions, iter_lines

@@ -8,9 +8,9 @@ import pytest
 
 from pcache.errors import InputError
 from pcache.pipeline import iter_requests
-from pcache.prompt.plain import PlainRenderer
-from pcache.prompt.render import render
-from pcache.prompt.request import request_from_document
+from pcache.prompt.renderers.plain import PlainRenderer
+from pcache.prompt.renderers.render import render
+from pcache.prompt.shapes.request import request_from_document
 
 
 def test_openai_body_with_tool_calls_and_parts():

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pcache.cache.reuse import PrefixIndex
-from pcache.prefix import common_prefix_length
+from pcache.text.prefix import common_prefix_length
 
 
 class PlainIndex:

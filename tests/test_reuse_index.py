@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import PrefixIndex, reusable
-from pcache.replayer.simulate import SimulationOptions, simulate
+from pcache.replayer.simulate.driver import SimulationOptions, simulate
 from pcache.traces.record import Trace, TraceRecord
 
 PROMPTS = st.lists(

@@ -237,10 +237,10 @@ def test_chat_is_rendered_with_the_model_directorys_own_template(tmp_path):
     import orjson
 
     from pcache.pipeline import Settings
-    from pcache.prompt.hf_template import load_hf_renderer
-    from pcache.prompt.render import render
-    from pcache.prompt.request import request_from_document
-    from pcache.replayer.endpoint_driver import EndpointOptions, replay_endpoint
+    from pcache.prompt.renderers.hf_template import load_hf_renderer
+    from pcache.prompt.renderers.render import render
+    from pcache.prompt.shapes.request import request_from_document
+    from pcache.replayer.endpoint.driver import EndpointOptions, replay_endpoint
     from pcache.traces.readers import read_trace
     from tests.fixtures import hf_model_dir
     from tests.serve_helpers import write_random_checkpoint

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pcache.errors import InputError
-from pcache.prompt.harmony_json import compact_json
-from pcache.prompt.inputs import requests_from
-from pcache.prompt.render import render, resolve_renderer
+from pcache.prompt.reading.held import requests_from
+from pcache.prompt.renderers.harmony_json import compact_json
+from pcache.prompt.renderers.render import render, resolve_renderer
 from tests.bad_input.checks import assert_one_line_error
 from tests.fixtures import hf_model_dir, shapes_corpus
 

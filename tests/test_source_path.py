@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pcache.prompt.request import Request
+from pcache.prompt.shapes.request import Request
 
 STEP = st.sampled_from(
     [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pcache.prompt.inputs import requests_from
+from pcache.prompt.reading.held import requests_from
 from tests.bad_input.checks import assert_one_line_error
 
 pa = pytest.importorskip("pyarrow")
@@ -77,7 +77,7 @@ def test_reading_a_parquet_table_holds_one_row_group_at_a_time(tmp_path):
     """pyarrow's pool holds what one row group needs, however many groups were read before: a
     single reader over the whole file keeps memory of each group it read (about a group's
     compressed size, here 8.6 MiB) until it is done."""
-    from pcache.prompt.loading import iter_documents
+    from pcache.prompt.reading.loading import iter_documents
 
     rows, group = 24_000, 4_000
     cells = [json.dumps({"note": os.urandom(1100).hex()}) for _ in range(rows)]

@@ -10,10 +10,14 @@ import shutil
 
 import pytest
 
-from pcache.prompt.codec import ModelCodec, encode_text_prompt, encode_text_prompt_with_starts
-from pcache.prompt.hf_template import load_hf_renderer
-from pcache.prompt.render import render
-from pcache.prompt.request import request_from_document
+from pcache.prompt.renderers.hf_template import load_hf_renderer
+from pcache.prompt.renderers.render import render
+from pcache.prompt.shapes.request import request_from_document
+from pcache.prompt.tokenizers.codec import (
+    ModelCodec,
+    encode_text_prompt,
+    encode_text_prompt_with_starts,
+)
 from tests.conftest import run_pcache
 from tests.fixtures import hf_model_dir, hf_reference_tokenizer
 from tests.fixtures.build_tokenizers import RECIPES
@@ -80,7 +84,7 @@ def test_the_post_processor_decides_whatever_the_config_says_as_in_transformers(
 def test_a_rendered_chat_keeps_its_templates_single_bos():
     import time
 
-    from pcache.prompt.tokenizer import RenderOptions
+    from pcache.prompt.renderers.interface import RenderOptions
 
     renderer = load_hf_renderer(str(hf_model_dir("llama3.2")))
     messages = [{"role": "user", "content": "hello there"}]

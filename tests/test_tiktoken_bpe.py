@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pcache.prompt import tiktoken_bpe
-from pcache.prompt.hf_pieces import monotonic_starts
-from pcache.prompt.hf_template import load_hf_renderer
-from pcache.prompt.tiktoken_bpe import NotConvertible, convert, converted_or_reason
+from pcache.prompt.renderers.hf_template import load_hf_renderer
+from pcache.prompt.tokenizers import tiktoken_bpe
+from pcache.prompt.tokenizers.hf_pieces import monotonic_starts
+from pcache.prompt.tokenizers.tiktoken_bpe import NotConvertible, convert, converted_or_reason
 from tests.fixtures import HF_FIXTURES, hf_model_dir
 
 LOOK_ALIKES = [

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pcache.errors import TokenizerError
-from pcache.prompt import tiktoken_offline
+from pcache.prompt.tokenizers import tiktoken_offline
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ def refuse(*args, **kwargs):
 
 requests.get = requests.Session.request = refuse
 socket.socket.connect = socket.create_connection = refuse
-from pcache.prompt.tiktoken_offline import get_encoding
+from pcache.prompt.tokenizers.tiktoken_offline import get_encoding
 
 out = {}
 for name in sys.argv[1:]:

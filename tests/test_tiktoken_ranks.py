@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import tiktoken.load
 
-from pcache.prompt import tiktoken_offline
+from pcache.prompt.tokenizers import tiktoken_offline
 
 
 @pytest.mark.parametrize("vocabulary", ["o200k_base", "cl100k_base"])

@@ -76,7 +76,7 @@ def resolve_model(name_or_path: str) -> ModelShape:
         raise UsageError(
             f"--model {name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
         )
-    from pcache.prompt.loading import parse_json, read_bytes
+    from pcache.prompt.reading.loading import parse_json, read_bytes
 
     config = parse_json(read_bytes(path), str(path))
     if not isinstance(config, dict):

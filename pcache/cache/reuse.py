@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from pcache.cache.profiles import Profile, reusable_tokens
-from pcache.prefix import common_prefix_length, common_run_length
+from pcache.text.prefix import common_prefix_length, common_run_length
 
 
 def reusable(profile: Profile, common: int, num_tokens: int, block_size: int) -> int:

@@ -24,7 +24,7 @@ operations over all requests, and `unlimited_pool` the outcome of a pool that ne
 
 Keys are dense, integers in `[0, num_ids)`. Request shapes (`hash_ids`):
 - token requests (False): `keys` are the full blocks' identities, chained (a block's
-  identity names its prefix's, as `pcache.replayer.sweep.block_keys` makes them: after a
+  identity names its prefix's, as `pcache.replayer.simulate.sweep.block_keys` makes them: after a
   block never released come only blocks never released), `num_tokens` the prompt length;
   the lookup stops at `(num_tokens - 1) // block_size` blocks (the last token is
   recomputed) and a partial last block is allocated but never cached;
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pcache.prefix import common_run_length
+from pcache.text.prefix import common_run_length
 
 _CHUNK_BITS = 10  # release times are counted in chunks of 1,024
 _FAR = 1 << 62  # the stack distance of a block never released

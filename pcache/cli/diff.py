@@ -50,7 +50,7 @@ def diff_command(
     from pcache.divergence.compare import compare
     from pcache.errors import UsageError
     from pcache.pipeline import Settings
-    from pcache.prompt.tables import with_columns
+    from pcache.prompt.reading.tables import with_columns
 
     check_text_or_json(format)
     a, b = with_columns([a, b], column)

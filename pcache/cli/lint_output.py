@@ -1,5 +1,5 @@
 """Rendering of lint results: full and concise here, json, github and sarif from
-`pcache.lint_formats` (the only printing of `lint`)."""
+`pcache.rules.formats` (the only printing of `lint`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-from pcache import lint_formats
 from pcache.cli.console import stderr, stdout, write_json
+from pcache.rules import formats as lint_formats
 from pcache.rules.observed import TOLERANCE_SHARE
 
 
@@ -68,7 +68,7 @@ def print_explanation(rule, text: str, format: str) -> None:
 
 
 def print_report(report, format: str) -> None:
-    from pcache.prompt.tables import NEEDS_PYARROW
+    from pcache.prompt.reading.tables import NEEDS_PYARROW
 
     skipped = report.summary.skipped_tables
     if skipped:

@@ -149,7 +149,7 @@ VerboseOpt = Annotated[
 def say_encoder(tokenizer: str | None) -> None:
     """`--verbose`: one line on stderr naming the tokenizer and the library that encodes."""
     from pcache.cli.console import stderr
-    from pcache.prompt.render import encoder_path, resolve_renderer
+    from pcache.prompt.renderers.render import encoder_path, resolve_renderer
 
     renderer = resolve_renderer(tokenizer)
     stderr.print(f"pcache: tokenizer {renderer.name}: encoded by {encoder_path(renderer)}")

@@ -257,8 +257,8 @@ def replay_command(
     from pcache.cli import replay_view
     from pcache.cli.console import warning
     from pcache.files import check_writable
-    from pcache.prompt.tables import with_columns
-    from pcache.replayer.fleet_options import fleet_from_flags
+    from pcache.prompt.reading.tables import with_columns
+    from pcache.replayer.fleet.options import fleet_from_flags
     from pcache.replayer.run import replay_options
 
     check_text_or_json(format)

@@ -50,14 +50,14 @@ def write_per_request(path: str, report: ReplayReport) -> None:
 
 def plot_sweep(path: str, reports: list[ReplayReport]) -> None:
     """The capacity sweep's or the fleet grid's chart (PNG)."""
-    from pcache.replayer.plots import fleet_grid_png, sweep_png
+    from pcache.report.replay_plots import fleet_grid_png, sweep_png
 
     _write(path, fleet_grid_png(reports) if reports[0].fleet is not None else sweep_png(reports))
 
 
 def plot_ttft_cdfs(path: str, report: ReplayReport) -> None:
     """An engine replay's TTFT CDFs, cache on and off (PNG)."""
-    from pcache.replayer.plots import ttft_cdfs_png
+    from pcache.report.replay_plots import ttft_cdfs_png
 
     _write(path, ttft_cdfs_png(report))
 
@@ -199,7 +199,7 @@ def _render_fleet_grid(result: ReplayResult) -> None:
     )
     for name in ("router", "N", "hit rate", "imbalance", "misrouted", "tokens lost", "TTFT p50"):
         table.add_column(name, justify="left" if name == "router" else "right")
-    from pcache.replayer.fleet_report import grid_rows
+    from pcache.replayer.fleet.report import grid_rows
 
     for row in grid_rows(result.reports):
         table.add_row(

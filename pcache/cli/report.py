@@ -96,7 +96,7 @@ def report_command(
     from pcache.errors import UsageError
     from pcache.files import check_writable, write_atomically
     from pcache.pipeline import Settings, validate_date
-    from pcache.replayer.fleet_options import fleet_from_flags
+    from pcache.replayer.fleet.options import fleet_from_flags
     from pcache.report.build import ReportOptions, check_inputs
 
     if format not in FORMATS:
@@ -145,7 +145,7 @@ def report_command(
         else:
             write_atomically(output, [data + b"\n"])
         return
-    from pcache.forked import Standby
+    from pcache.process.forked import Standby
     from pcache.report.charts import preload
     from pcache.report.page import chart_calls, draw_charts, render_page
 

@@ -12,13 +12,13 @@ def skip_teardown() -> None:
     """Let the process end, once the command's output is flushed, without freeing what the
     command built: a large lint leaves millions of objects that take the interpreter a quarter
     of a second or more to free one by one (and what a pass is done with is not freed either,
-    `pcache.retained`). Only for commands that start nothing that needs stopping (servers,
+    `pcache.process.retained`). Only for commands that start nothing that needs stopping (servers,
     Ray, child processes that outlive them) and write everything through stdout, stderr and
     files they have closed; only when the command line runs them (`begin`), not a test's
     runner in a longer process."""
     if _asked["main"]:
         _asked["skip"] = True
-        from pcache.retained import keep_to_exit
+        from pcache.process.retained import keep_to_exit
 
         keep_to_exit()
 
@@ -26,7 +26,7 @@ def skip_teardown() -> None:
 def begin() -> None:
     """The command line runs a command: it may ask to skip the teardown (each run asks
     again)."""
-    from pcache.retained import keep_to_exit
+    from pcache.process.retained import keep_to_exit
 
     _asked.update(skip=False, main=True)
     keep_to_exit(False)

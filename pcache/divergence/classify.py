@@ -33,11 +33,11 @@ from pcache.divergence.history import (
     tool_function,
 )
 from pcache.divergence.regions import changed_regions, region_at, region_kind
-from pcache.jsonpath import get_path, head
-from pcache.patterns import CHANGING_CLOCK, CHANGING_ID, value_at
-from pcache.prefix import common_run_length
-from pcache.prompt.rendered import RenderedPrompt
-from pcache.prompt.request import KIND_TOKEN_IDS, Request, tool_names
+from pcache.prompt.renderers.rendered import RenderedPrompt
+from pcache.prompt.shapes.request import KIND_TOKEN_IDS, Request, tool_names
+from pcache.text.jsonpath import get_path, head
+from pcache.text.patterns import CHANGING_CLOCK, CHANGING_ID, value_at
+from pcache.text.prefix import common_run_length
 
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 """Where assistant messages carry their reasoning."""

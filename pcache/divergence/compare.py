@@ -22,9 +22,9 @@ from pcache.cache.profiles import (
 )
 from pcache.divergence.classify import Cause, explain, make_cause
 from pcache.pipeline import HashedPrompt, Settings, hash_requests
-from pcache.prefix import common_prefix_length
-from pcache.prompt.rendered import RenderedPrompt
-from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_TOKEN_IDS, Request
+from pcache.prompt.renderers.rendered import RenderedPrompt
+from pcache.prompt.shapes.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_TOKEN_IDS, Request
+from pcache.text.prefix import common_prefix_length
 
 
 @dataclass(slots=True)
@@ -84,7 +84,7 @@ def rule_of(kind: str) -> dict[str, str] | None:
 
 def compare(a: Any, b: Any, settings: Settings) -> Comparison:
     """Load, render and hash two requests (paths, bodies, SDK objects), then diff them."""
-    from pcache.prompt.inputs import one_request
+    from pcache.prompt.reading.held import one_request
 
     hashed_a, hashed_b = hash_requests([one_request(a, "A"), one_request(b, "B")], settings)
     return Comparison(diff(hashed_a, hashed_b), hashed_a, hashed_b)

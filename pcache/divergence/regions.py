@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from pcache.patterns import CHANGING_CLOCK, CHANGING_ID, PERSONAL, values_of
+from pcache.text.patterns import CHANGING_CLOCK, CHANGING_ID, PERSONAL, values_of
 
 MAX_LINES = 400
 """Lines of each text aligned at most (a system prompt is far shorter; longer texts are compared

@@ -26,7 +26,7 @@ class GenerateResult:
 
 def load_prompt_ids(path: str) -> list[list[int]]:
     """A JSON list of token-id lists (a batch); anything else is an InputError naming the file."""
-    from pcache.prompt.loading import display_name, parse_json, read_bytes
+    from pcache.prompt.reading.loading import display_name, parse_json, read_bytes
 
     source = display_name(path)
     value: Any = parse_json(read_bytes(path), source)
@@ -71,7 +71,7 @@ def generate(
     from pcache.engine.config import EngineConfig, torch_device
     from pcache.engine.engine import Engine
     from pcache.engine.model_config import resolve_model_config
-    from pcache.prompt.codec import ModelCodec, encode_text_prompt
+    from pcache.prompt.tokenizers.codec import ModelCodec, encode_text_prompt
 
     assert (prompt is None) != (prompt_ids is None)
     device = torch_device(engine)

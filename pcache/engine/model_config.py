@@ -203,7 +203,7 @@ def resolve_model_config(model: str) -> tuple[ModelConfig, Path | None]:
     config_path = directory / "config.json"
     if not config_path.exists():
         raise EngineError(f"{config_path}: no config.json in the model directory")
-    from pcache.prompt.loading import parse_json, read_bytes
+    from pcache.prompt.reading.loading import parse_json, read_bytes
 
     data = parse_json(read_bytes(config_path), str(config_path))
     if not isinstance(data, dict):

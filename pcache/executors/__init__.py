@@ -9,7 +9,7 @@ code computes for its shard, and the caller puts the shards' results back in inp
 An executor is an object with `map(function, items, *arguments)`: the results of
 `function(item, *arguments)` for each item, in order, computed wherever the executor runs
 them. The functions it runs live with their callers (`pcache.traces.sharded`,
-`pcache.rules.remote_pieces`, `pcache.replayer.fleet_split`); this package knows nothing of
+`pcache.rules.remote_pieces`, `pcache.replayer.fleet.split`); this package knows nothing of
 what they compute.
 """
 

@@ -51,7 +51,7 @@ def shards_of_file(
     path: str, min_bytes: int | None = None, max_shards: int = MAX_SHARDS_PER_FILE
 ) -> list[Shard]:
     """The shards of one file: line-aligned byte ranges of a JSONL file, else the file."""
-    from pcache.prompt.loading import BOM, is_jsonl_name
+    from pcache.prompt.reading.loading import BOM, is_jsonl_name
 
     min_bytes = min_bytes or shard_bytes()
 
@@ -98,12 +98,12 @@ class ShardCutsChain(Exception):
 
 
 def read_shard(shard: Shard, skip_errors: bool = True) -> Iterator[tuple[int | None, Any] | Any]:
-    """What `pcache.prompt.loading.iter_values` yields for the shard's lines: (line, value)
+    """What `pcache.prompt.reading.loading.iter_values` yields for the shard's lines: (line, value)
     for each non-blank line, expanded in the context of the log (`expand_values`), and an
     `InputError` for each line that is not JSON (raised instead unless `skip_errors`). A shard
     after the first of its file raises `ShardCutsChain` at a request that continues another."""
-    from pcache.prompt.expand import expand_values
-    from pcache.prompt.loading import iter_values
+    from pcache.prompt.reading.expand import expand_values
+    from pcache.prompt.reading.loading import iter_values
 
     if shard.whole:
         yield from iter_values(shard.path, skip_errors=skip_errors)
@@ -124,8 +124,8 @@ def _refusing_chains(entries: Iterator) -> Iterator:
 
 
 def _shard_lines(shard: Shard, skip_errors: bool) -> Iterator:
-    from pcache.prompt.document import json_error
-    from pcache.prompt.loading import display_name
+    from pcache.prompt.reading.document import json_error
+    from pcache.prompt.reading.loading import display_name
 
     source = display_name(shard.path)
     assert shard.end is not None

@@ -52,7 +52,7 @@ def assert_prefix_stable(
     from pcache import api_arguments as check
     from pcache.divergence.compare import diff
     from pcache.pipeline import Settings, hash_request
-    from pcache.prompt.inputs import requests_from
+    from pcache.prompt.reading.held import requests_from
 
     function = "record.assert_prefix_stable"
     requests = check.requests(function, "requests", requests)
@@ -93,7 +93,7 @@ def assert_cacheable(
     from pcache import api_arguments as check
     from pcache.defaults import PROFILE_NAMES
     from pcache.pipeline import Settings
-    from pcache.prompt.inputs import values_from
+    from pcache.prompt.reading.held import values_from
     from pcache.rules.runner import LintOptions, lint_values
 
     function = "record.assert_cacheable"

@@ -4,7 +4,7 @@
 "body"}`: `body` is the request body byte for byte (re-serialized only if it spans several
 lines), the URL loses its query and credentials, and no header is ever written. `response`
 (`{"id", "output"}`) is kept for OpenAI Responses calls only: a later request that continues
-it by `previous_response_id` is rebuilt from it (`pcache.prompt.chains`).
+it by `previous_response_id` is rebuilt from it (`pcache.prompt.shapes.chains`).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class Recorder:
         """Every line written so far (timestamp, session_id, status, usage, body...), read by
         the JSONL reader `pcache lint` and `pcache replay` use (lines end at "\\n" only: a
         body keeps any other JSON whitespace, "\\r" included, as it was sent)."""
-        from pcache.prompt.loading import iter_json_lines
+        from pcache.prompt.reading.loading import iter_json_lines
 
         if not self.path.exists() or self.path.stat().st_size == 0:
             return []

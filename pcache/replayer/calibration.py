@@ -119,7 +119,7 @@ def _number(
 
 def load_calibration(path: str) -> Calibration:
     """A file written by `save_calibration`; anything else is an InputError naming it."""
-    from pcache.prompt.loading import display_name, read_bytes
+    from pcache.prompt.reading.loading import display_name, read_bytes
 
     return _parse_calibration(read_bytes(path), display_name(path))
 
@@ -129,7 +129,7 @@ def read_calibration(path: str, run_model: str) -> tuple[Calibration, Calibratio
     `run_model` on this machine (`pcache.replayer.calibration_used`)."""
     import hashlib
 
-    from pcache.prompt.loading import display_name, read_bytes
+    from pcache.prompt.reading.loading import display_name, read_bytes
     from pcache.replayer.calibration_used import CalibrationUsed, mismatch_notes, this_machine
 
     source = display_name(path)
@@ -154,7 +154,7 @@ def read_calibration(path: str, run_model: str) -> tuple[Calibration, Calibratio
 
 
 def _parse_calibration(raw: bytes, source: str) -> Calibration:
-    from pcache.prompt.loading import parse_json
+    from pcache.prompt.reading.loading import parse_json
 
     data = parse_json(raw, source)
     if not isinstance(data, dict) or data.get("format") != FORMAT:

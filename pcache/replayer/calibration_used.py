@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 def this_machine() -> str:
     """This machine as a calibration names a CPU one: `<CPU model>, <N> CPUs`."""
-    from pcache.machine import cpu_name
+    from pcache.process.machine import cpu_name
 
     return f"{cpu_name()}, {os.cpu_count()} CPUs"
 

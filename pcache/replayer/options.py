@@ -21,7 +21,7 @@ from pcache.defaults import MAX_BLOCK_SIZE
 from pcache.errors import UsageError
 from pcache.numbers import check_number
 from pcache.pipeline import Settings
-from pcache.replayer.simulate import MAX_CACHE_BLOCKS
+from pcache.replayer.simulate.driver import MAX_CACHE_BLOCKS
 from pcache.traces.record import Trace
 
 SETTINGS_FIELDS = (

@@ -5,7 +5,7 @@ statistics over the trace (hit rates, evictions, peak blocks, prefill tokens sav
 TTFT distributions with and without caching. A simulated replay predicts the TTFTs from the
 `TtftModel`; a measuring driver adds a `Measurement` (the runs it timed, the speedup, and how
 far the simulator's prediction for the same trace and capacity is from what it measured).
-A live endpoint adds its `EndpointMeasurement` (`pcache.replayer.endpoint_report`: the server's
+A live endpoint adds its `EndpointMeasurement` (`pcache.replayer.endpoint.report`: the server's
 latencies, cached tokens and metrics, with `vllm bench serve`'s key names) as `endpoint`.
 `to_dict` is the `--format json` document; `RequestOutcome.to_dict` is one `--output` line.
 """
@@ -118,7 +118,7 @@ class Measurement:
     calibration: dict[str, Any] | None
     cut: Cut
     stability: Any = None
-    """`pcache.replayer.engine_stability.Stability` of an engine measurement: per-pair
+    """`pcache.replayer.engine.stability.Stability` of an engine measurement: per-pair
     speedups, their spread, the load around the runs and warnings."""
 
 
@@ -166,7 +166,7 @@ class ReplayReport:
     """`--endpoint`: the `EndpointMeasurement` of the live server."""
     per_request: list[RequestOutcome] = field(default_factory=list, repr=False)
     fleet: Any = None
-    """`--replicas`: the `FleetSummary` (`pcache.replayer.fleet_report`): router, replicas,
+    """`--replicas`: the `FleetSummary` (`pcache.replayer.fleet.report`): router, replicas,
     load imbalance and router precision; its fields sit at the top level of the JSON."""
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """`pcache replay` as one function: the driver of the options' mode, and its report(s).
 
-Drivers: `simulate` (`pcache.replayer.simulate`, the block pool without a model), `engine`
-(`pcache.replayer.engine_driver`, the built-in engine, cache on and off) and `endpoint`
-(`pcache.replayer.endpoint_driver`, a live server over HTTP). Each has its own options class
+Drivers: `simulate` (`pcache.replayer.simulate.driver`, the block pool without a model), `engine`
+(`pcache.replayer.engine.driver`, the built-in engine, cache on and off) and `endpoint`
+(`pcache.replayer.endpoint.driver`, a live server over HTTP). Each has its own options class
 (`pcache.replayer.options`); a driver is a function (trace, options, progress) -> ReplayResult
 that reads the trace with `options.read_trace`, and a measuring driver fills
 `ReplayReport.measurement` or, for a live server, `ReplayReport.endpoint`. A new driver is
@@ -19,14 +19,14 @@ from typing import Any
 from pcache.cache.capacity import blocks_for_gigabytes, resolve_model
 from pcache.errors import UsageError
 from pcache.pipeline import Settings
-from pcache.replayer.endpoint_options import EndpointOptions
-from pcache.replayer.engine_options import EngineOptions
+from pcache.replayer.endpoint.options import EndpointOptions
+from pcache.replayer.engine.options import EngineOptions
 from pcache.replayer.options import ReplayOptions, build_options
 from pcache.replayer.report import MODES, ReplayReport
-from pcache.replayer.simulate import MAX_CACHE_BLOCKS, SimulationOptions, simulate
-from pcache.replayer.simulate_options import SimulateOptions
-from pcache.replayer.stream import simulate_file, streams
-from pcache.replayer.sweep import capacity_sweep
+from pcache.replayer.simulate.driver import MAX_CACHE_BLOCKS, SimulationOptions, simulate
+from pcache.replayer.simulate.options import SimulateOptions
+from pcache.replayer.simulate.stream import simulate_file, streams
+from pcache.replayer.simulate.sweep import capacity_sweep
 
 Progress = Callable[[int], None] | None
 Trace = Any
@@ -118,14 +118,14 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
         capacity = blocks_for_gigabytes(options.cache_gb, shape, block_size)
         simulation = replace(simulation, cache_blocks=min(max(capacity, 1), MAX_CACHE_BLOCKS))
     if options.fleet is not None:  # one pool per replica behind a router
-        from pcache.replayer.fleet import run_fleet
+        from pcache.replayer.fleet.driver import run_fleet
 
         simulate_one = None
         if options.settings.executor != "local":  # each replica's pool: a task of its own
             from functools import partial
 
             from pcache.executors import executor_of
-            from pcache.replayer.fleet_split import simulate_fleet_split
+            from pcache.replayer.fleet.split import simulate_fleet_split
 
             executor = executor_of(options.settings.executor, options.settings.ray_address)
             simulate_one = partial(simulate_fleet_split, executor=executor)
@@ -142,14 +142,14 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
 
 
 def _run_engine(trace: Trace, options: EngineOptions, progress: Progress) -> ReplayResult:
-    from pcache.replayer.engine_driver import replay_engine
+    from pcache.replayer.engine.driver import replay_engine
 
     report, name, loaded = replay_engine(trace, options, progress)
     return ReplayResult([report], False, name, loaded.skipped, loaded.reordered)
 
 
 def _run_endpoint(trace: Trace, options: EndpointOptions, progress: Progress) -> ReplayResult:
-    from pcache.replayer.endpoint_driver import replay_endpoint
+    from pcache.replayer.endpoint.driver import replay_endpoint
 
     loaded = options.read_trace(trace)
     values = trace if isinstance(trace, tuple) else None

@@ -1,7 +1,7 @@
 """`pcache report` as one function: lint the log, replay it, grow its prefix tree.
 
 Nothing here computes a cost, a hit or a cause of its own: lint's figures come from
-`pcache.rules.runner.lint_paths`, the replay's from `pcache.replayer.simulate` (the capacity
+`pcache.rules.runner.lint_paths`, the replay's from `pcache.replayer.simulate.driver` (the capacity
 sweep and an unlimited cache), the causes at branch points from `pcache.diff.explain`; the
 prefix tree counts which requests share which tokens and reads the profile's reuse rule
 (`pcache.cache.reuse.reusable`) to say what a cache reuses of it.
@@ -18,12 +18,12 @@ from pcache.cache.capacity import resolve_model
 from pcache.cache.profiles import load_profile
 from pcache.cache.reuse import reusable
 from pcache.errors import InputError, UsageError
-from pcache.forked import Forked
-from pcache.gc_pause import paused_gc
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings, WithSettings
-from pcache.prompt.render import resolve_renderer
-from pcache.replayer.fleet_options import FleetOptions
+from pcache.process.forked import Forked
+from pcache.process.gc_pause import paused_gc
+from pcache.prompt.renderers.render import resolve_renderer
+from pcache.replayer.fleet.options import FleetOptions
 from pcache.replayer.report import ReplayReport
 from pcache.report.causes import BranchPoint, Origin, branch_points, explain_branch_points
 from pcache.report.outcomes import ReplayFile, read_replay_file
@@ -153,8 +153,8 @@ def _build_report(
     stage: Callable[[str], None],
     replayed: Callable[[Report], None] | None,
 ) -> Report:
-    from pcache.replayer.simulate_options import SimulateOptions
-    from pcache.replayer.sweep import capacity_sweep
+    from pcache.replayer.simulate.options import SimulateOptions
+    from pcache.replayer.simulate.sweep import capacity_sweep
     from pcache.rules.runner import expand_paths
 
     replay_files = [read_replay_file(path) for path in options.replay_files]
@@ -195,7 +195,7 @@ def _build_report(
 
     fleet = []
     if options.fleet is not None:
-        from pcache.replayer.fleet import run_fleet
+        from pcache.replayer.fleet.driver import run_fleet
 
         stage("replaying over the fleet")
         fleet = run_fleet(trace, replace(simulation, cache_blocks=None), options.fleet)
@@ -304,7 +304,7 @@ def _origin(path: str, source: str, line: int | None) -> Origin:
 
 def _first_format(path: str) -> str:
     """The format of a file's first valid line, as `read_trace` detects it."""
-    from pcache.prompt.loading import iter_values
+    from pcache.prompt.reading.loading import iter_values
     from pcache.traces.readers import detect_format
 
     try:

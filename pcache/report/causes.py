@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pcache.divergence.causes import CAUSES
 from pcache.divergence.classify import explain, make_cause
 from pcache.divergence.compare import rule_of, same_conversation
-from pcache.prefix import common_prefix_length
-from pcache.prompt.loading import Document, iter_documents
-from pcache.prompt.render import render
-from pcache.prompt.request import request_from_document
+from pcache.prompt.reading.loading import Document, iter_documents
+from pcache.prompt.renderers.render import render
+from pcache.prompt.shapes.request import request_from_document
 from pcache.report.tree import Branch, iter_branches
+from pcache.text.prefix import common_prefix_length
 
 NO_TEXT = "the block ids differ (a hash-id trace carries no text to say why)"
 

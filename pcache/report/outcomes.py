@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from pcache.errors import InputError
-from pcache.prompt.loading import display_name, iter_values
+from pcache.prompt.reading.loading import display_name, iter_values
 from pcache.replayer.report import RequestOutcome
 
 _FIELDS = {f.name for f in fields(RequestOutcome)}

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pcache.gc_pause import paused_gc
+from pcache.process.gc_pause import paused_gc
 from pcache.replayer.report import distribution_of
 from pcache.report import charts
 from pcache.report.build import Report
@@ -291,10 +291,10 @@ def _timeline_chart(report: Report) -> ChartCall | None:
 
 
 def _fleet_rows(report: Report):
-    """The fleet grid's rows (`pcache.replayer.fleet_report.GridRow`), as the text table's."""
+    """The fleet grid's rows (`pcache.replayer.fleet.report.GridRow`), as the text table's."""
     if not report.fleet:
         return []
-    from pcache.replayer.fleet_report import grid_rows
+    from pcache.replayer.fleet.report import grid_rows
 
     return grid_rows(report.fleet)
 
@@ -302,6 +302,6 @@ def _fleet_rows(report: Report):
 def _fleet_chart(report: Report) -> ChartCall | None:
     if not report.fleet:
         return None
-    from pcache.replayer.plots import grid_points
+    from pcache.report.replay_plots import grid_points
 
     return charts.fleet_chart, (grid_points(report.fleet),)

@@ -17,7 +17,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pcache.prefix import common_prefix_length
+from pcache.text.prefix import common_prefix_length
 
 
 class _Node:

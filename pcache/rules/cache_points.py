@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pcache.cache.profiles import Profile, profile_data, profile_for_model
-from pcache.prompt.request import KIND_BEDROCK, Request
+from pcache.prompt.shapes.request import KIND_BEDROCK, Request
 from pcache.rules.slots import resolve
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from pcache.defaults import PROFILE_NAMES
 from pcache.errors import ConfigError, InputError, NestingError
 from pcache.files import read_text
-from pcache.prompt.fields import MAX_NESTING
+from pcache.prompt.shapes.fields import MAX_NESTING
 from pcache.rules.selection import SelectionInput
 
 """The caches `lint` prices findings for (`--profile` and `profile`)."""

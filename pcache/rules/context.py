@@ -16,12 +16,12 @@ from typing import Any
 from pcache.cache.hashing import DEFAULT_BLOCK_SIZE
 from pcache.cache.profiles import Profile
 from pcache.errors import TokenizerError
-from pcache.prefix import common_prefix_length
-from pcache.prompt.provenance import DeferredSpans, message_index
-from pcache.prompt.render import render
-from pcache.prompt.rendered import RenderedPrompt
-from pcache.prompt.request import KIND_ANTHROPIC, KIND_OPENAI, Request
-from pcache.prompt.tokenizer import DEFAULT_DATE, Renderer, RenderOptions, SegmentRenderer
+from pcache.prompt.renderers.interface import DEFAULT_DATE, Renderer, RenderOptions, SegmentRenderer
+from pcache.prompt.renderers.provenance import DeferredSpans, message_index
+from pcache.prompt.renderers.render import render
+from pcache.prompt.renderers.rendered import RenderedPrompt
+from pcache.prompt.shapes.request import KIND_ANTHROPIC, KIND_OPENAI, Request
+from pcache.text.prefix import common_prefix_length
 
 CONTENT_ROLES = ("system", "developer")
 

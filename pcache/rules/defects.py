@@ -28,8 +28,7 @@ from pcache.divergence.classify import (
 )
 from pcache.divergence.fewshot import fewshot_change, paragraphs
 from pcache.divergence.history import normalize_numbers, prefix_count, squash, tool_function
-from pcache.patterns import masked, values_of
-from pcache.prompt.request import tool_name
+from pcache.prompt.shapes.request import tool_name
 from pcache.rules.fix_plan import (
     FAMILIES,
     HISTORY_CAUSES,
@@ -42,6 +41,7 @@ from pcache.rules.fix_plan import (
     text_key,
 )
 from pcache.rules.patterns import short
+from pcache.text.patterns import masked, values_of
 
 if TYPE_CHECKING:
     from pcache.rules.base import Rule

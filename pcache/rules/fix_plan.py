@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from pcache.divergence.regions import Region, changed_regions, lines_of, region_kind
-from pcache.patterns import CHANGING_CLOCK, CHANGING_ID, masked, values_of
-from pcache.prompt.request import tool_name
+from pcache.prompt.shapes.request import tool_name
+from pcache.text.patterns import CHANGING_CLOCK, CHANGING_ID, masked, values_of
 
 if TYPE_CHECKING:
     from pcache.rules.base import Diagnostic, Rule

@@ -23,8 +23,7 @@ from typing import Any
 
 from pcache.divergence.classify import RENDERED_PARAMETERS
 from pcache.divergence.history import prefix_count
-from pcache.patterns import masked, values_of
-from pcache.prompt.request import KIND_OPENAI, Request, tool_name
+from pcache.prompt.shapes.request import KIND_OPENAI, Request, tool_name
 from pcache.rules.defects import NORMALIZERS
 from pcache.rules.fix_plan import (
     FAMILIES,
@@ -33,6 +32,7 @@ from pcache.rules.fix_plan import (
     exact,
     text_key,
 )
+from pcache.text.patterns import masked, values_of
 
 STANDALONE_SHAPES = ("chat", "gemini", "bedrock")
 """Shapes whose body reads back alone (a span or a Responses chain needs its log)."""

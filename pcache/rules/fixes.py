@@ -16,8 +16,8 @@ from typing import Any
 
 from pcache.errors import InputError
 from pcache.files import write_atomically
-from pcache.prompt.loading import BOM, read_bytes
-from pcache.prompt.request import tool_name
+from pcache.prompt.reading.loading import BOM, read_bytes
+from pcache.prompt.shapes.request import tool_name
 from pcache.rules import json_spans
 
 

@@ -14,7 +14,13 @@ import math
 from dataclasses import dataclass, field
 
 from pcache.cache.profiles import Profile, assumption, profile_for_model
-from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_GEMINI, KIND_OPENAI, Request
+from pcache.prompt.shapes.request import (
+    KIND_ANTHROPIC,
+    KIND_BEDROCK,
+    KIND_GEMINI,
+    KIND_OPENAI,
+    Request,
+)
 from pcache.rules.context import has_cache_marker
 from pcache.rules.slots import OPENAI_MODEL
 

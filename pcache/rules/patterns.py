@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcache.prefix import common_prefix_length
+from pcache.text.prefix import common_prefix_length
 
 
 def first_difference(a: str, b: str) -> int | None:

@@ -44,10 +44,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pcache.patterns import search_clock
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.patterns import short
+from pcache.text.patterns import search_clock
 
 RULE = Rule(
     code="PC101",

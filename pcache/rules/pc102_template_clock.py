@@ -47,11 +47,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone
 
-from pcache.prefix import common_prefix_length
-from pcache.prompt.render import render
-from pcache.prompt.tokenizer import RenderOptions, WrappingRenderer
+from pcache.prompt.renderers.interface import RenderOptions, WrappingRenderer
+from pcache.prompt.renderers.render import render
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
+from pcache.text.prefix import common_prefix_length
 
 RULE = Rule(
     code="PC102",
@@ -86,7 +86,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
     name = current.settings.renderer.name
     dated = ctx.app.cache.get(("PC102", name))
     if dated is None:
-        from pcache.prompt.hf_template import template_calls_clock
+        from pcache.prompt.renderers.hf_template import template_calls_clock
 
         renderer = current.settings.renderer
         if isinstance(renderer, WrappingRenderer):

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pcache.prompt.request import KIND_ANTHROPIC, KIND_BEDROCK, Request
+from pcache.prompt.shapes.request import KIND_ANTHROPIC, KIND_BEDROCK, Request
 from pcache.rules.base import Rule, Violation
 from pcache.rules.cache_points import cached_block, is_bedrock
 from pcache.rules.context import LintContext

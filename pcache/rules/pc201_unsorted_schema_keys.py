@@ -50,7 +50,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pcache.divergence.history import tool_function
-from pcache.prompt.request import tool_name
+from pcache.prompt.shapes.request import tool_name
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact

@@ -55,7 +55,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pcache.divergence.history import canonical
-from pcache.prompt.request import parse_arguments
+from pcache.prompt.shapes.request import parse_arguments
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact, raw_message

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pcache.prompt.request import tool_names
+from pcache.prompt.shapes.request import tool_names
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.pc305_mcp_nondeterminism_hint import unsorted_server

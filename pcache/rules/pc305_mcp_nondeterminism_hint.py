@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from pcache.prompt.request import tool_names
+from pcache.prompt.shapes.request import tool_names
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 

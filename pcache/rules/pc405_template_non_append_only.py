@@ -47,11 +47,11 @@ from collections.abc import Iterator
 
 from pcache.cache.reuse import reusable
 from pcache.divergence.classify import REASONING_KEYS, RENDERED_PARAMETERS, explain
-from pcache.prefix import common_prefix_length
-from pcache.prompt.render import render
+from pcache.prompt.renderers.render import render
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact
+from pcache.text.prefix import common_prefix_length
 
 RULE = Rule(
     code="PC405",

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pcache.cache.profiles import load_profile
-from pcache.prompt.request import KIND_ANTHROPIC, Request
+from pcache.prompt.shapes.request import KIND_ANTHROPIC, Request
 from pcache.rules.base import Rule, Violation
 from pcache.rules.cache_points import bedrock_profile, is_bedrock
 from pcache.rules.context import LintContext

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pcache.prompt.request import KIND_ANTHROPIC
+from pcache.prompt.shapes.request import KIND_ANTHROPIC
 from pcache.rules.base import Rule, Violation
 from pcache.rules.cache_points import cache_point_ttl, is_bedrock
 from pcache.rules.context import LintContext

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pcache.prompt.request import KIND_ANTHROPIC, Request
+from pcache.prompt.shapes.request import KIND_ANTHROPIC, Request
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact, raw_path

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pcache.prompt.request import Request
+from pcache.prompt.shapes.request import Request
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact, openai_applies, raw_path, resolve

@@ -26,9 +26,9 @@ PieceTable = dict[str, array]
 
 def shard_pieces(shard: Shard, tokenizer: str, options: Any) -> PieceTable:
     """The ids of every distinct piece of the shard's rendered chat requests (the task)."""
-    from pcache.prompt.render import resolve_renderer
-    from pcache.prompt.request import request_from_document
-    from pcache.prompt.segment_cache import SegmentCachedRenderer
+    from pcache.prompt.renderers.render import resolve_renderer
+    from pcache.prompt.shapes.request import request_from_document
+    from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer
     from pcache.rules.context import is_chat
 
     renderer = SegmentCachedRenderer(resolve_renderer(tokenizer))
@@ -120,7 +120,7 @@ class RemotePieces:
 
 def remote_pieces(executor: Any, renderer: Any, tokenizer: str, options: Any, path: str):
     """A `RemotePieces` for a JSONL file whose text a task can encode, else None."""
-    from pcache.prompt.loading import is_jsonl_name
+    from pcache.prompt.reading.loading import is_jsonl_name
 
     if executor is None or renderer.encoder is None or path == "-" or not is_jsonl_name(path):
         return None

@@ -14,15 +14,12 @@ from typing import Any
 
 from pcache.cache.profiles import load_profile, longest_ttl_seconds
 from pcache.errors import InputError, UsageError
-from pcache.gc_pause import paused_gc
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
-from pcache.prefix import common_prefix_length
-from pcache.prompt.json_positions import JsonPositions
-from pcache.prompt.loading import Document, iter_documents
-from pcache.prompt.render import DEFAULT_TOKENIZER, resolve_renderer
-from pcache.prompt.request import Request, request_from_document, request_of
-from pcache.prompt.segment_cache import SegmentCachedRenderer
-from pcache.prompt.tables import (
+from pcache.process.gc_pause import paused_gc
+from pcache.process.retained import retain
+from pcache.prompt.reading.json_positions import JsonPositions
+from pcache.prompt.reading.loading import Document, iter_documents
+from pcache.prompt.reading.tables import (
     NEEDS_PYARROW,
     TABLE_SUFFIXES,
     is_table,
@@ -30,7 +27,9 @@ from pcache.prompt.tables import (
     split_column,
     with_column,
 )
-from pcache.retained import retain
+from pcache.prompt.renderers.render import DEFAULT_TOKENIZER, resolve_renderer
+from pcache.prompt.shapes.request import Request, request_from_document, request_of
+from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer
 from pcache.rules import PARSE_ERROR, REGISTRY, RULE_FOR_CAUSE, RULES, token_worker
 from pcache.rules.base import Diagnostic, Rule, Violation
 from pcache.rules.config import LintConfig
@@ -52,6 +51,7 @@ from pcache.rules.patterns import short
 from pcache.rules.selection import Selection
 from pcache.rules.sessions import SessionTracker
 from pcache.rules.summary import LintReport, LintSummary, RuleTotal
+from pcache.text.prefix import common_prefix_length
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson")
 KEEP_RENDERED = 512
@@ -832,7 +832,7 @@ def lint_paths(
 
 def _lint_files(files, options, config, progress, last: bool = True) -> LintReport:
     """One pass over `files`; the last pass of a command hands what it built to the end of
-    the process when that is asked for (`pcache.retained`)."""
+    the process when that is asked for (`pcache.process.retained`)."""
     run = _Run(options, config, progress)
     with paused_gc():  # the pass keeps what it builds: nothing for the collector to find
         for path in files:

@@ -21,7 +21,7 @@ import orjson
 
 from pcache.divergence.classify import RENDERED_PARAMETERS, prefix_messages
 from pcache.divergence.history import squash
-from pcache.prompt.request import Request
+from pcache.prompt.shapes.request import Request
 
 
 def message_key(message: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from pcache.divergence.history import PREFIX_ROLES, tool_function
-from pcache.prompt.request import Request, tool_name
+from pcache.prompt.shapes.request import Request, tool_name
 
 
 def prefix_texts(request: Request) -> Iterator[tuple[tuple, str, str]]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pcache.errors import InputError
-from pcache.forked import can_fork, end_child, fork_child
+from pcache.process.forked import can_fork, end_child, fork_child
 
 FORK_MIN_BYTES = 4 << 20
 """Files smaller than this are linted without a child: forking costs more than it saves
@@ -242,7 +242,7 @@ def _child(chunks: Callable[[], Iterable[list]], stage: Any, jobs: int, connecti
 
 
 def _send_chunks(chunks: Iterable[list], stage: Any, connection: Any) -> None:
-    from pcache.prompt.request import Request
+    from pcache.prompt.shapes.request import Request
     from pcache.rules.context import is_chat
 
     renderer = stage.renderer

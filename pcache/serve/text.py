@@ -1,6 +1,6 @@
 """Text in and out of the served model: chat rendering, tokenizer, streamed detokenization.
 
-The model's codec is `pcache.prompt.codec`'s (`ModelCodec`); chat requests are rendered
+The model's codec is `pcache.prompt.tokenizers.codec`'s (`ModelCodec`); chat requests are rendered
 with the model directory's own chat template (pcache's Hugging Face renderer, the one `pcache
 diff` and `lint` use), and a model without one (a preset, a directory without a template) gets
 the plain ChatML layout; text is encoded with the directory's tokenizer.json, else as pcache
@@ -21,10 +21,10 @@ def chat_renderer(model: str, codec: Any) -> Any:
     from pathlib import Path
 
     from pcache.errors import TokenizerError
-    from pcache.prompt.codec import ChatMLRenderer
+    from pcache.prompt.tokenizers.codec import ChatMLRenderer
 
     if (Path(model) / "tokenizer.json").is_file():
-        from pcache.prompt.hf_template import load_hf_renderer
+        from pcache.prompt.renderers.hf_template import load_hf_renderer
 
         try:
             return load_hf_renderer(model)
@@ -38,7 +38,7 @@ class TextCodec:
     """Renders chat messages and encodes or decodes text for one model."""
 
     def __init__(self, model: str, vocab_size: int) -> None:
-        from pcache.prompt.codec import ChatMLRenderer, ModelCodec, text_prompt_tokens
+        from pcache.prompt.tokenizers.codec import ChatMLRenderer, ModelCodec, text_prompt_tokens
 
         self.codec = ModelCodec(model, vocab_size)
         self.renderer = chat_renderer(model, self.codec)
@@ -88,9 +88,9 @@ class TextCodec:
         today's date where the template prints one, as vLLM and transformers render it."""
         import datetime
 
-        from pcache.prompt.render import prompt_token_ids
-        from pcache.prompt.request import request_from_document
-        from pcache.prompt.tokenizer import RenderOptions
+        from pcache.prompt.renderers.interface import RenderOptions
+        from pcache.prompt.renderers.render import prompt_token_ids
+        from pcache.prompt.shapes.request import request_from_document
 
         body: dict[str, Any] = {"messages": messages}
         if tools:

@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pcache.errors import InputError, UsageError
-from pcache.gc_pause import paused_gc
-from pcache.prompt.fields import json_kind
-from pcache.prompt.loading import display_name, iter_values
+from pcache.process.gc_pause import paused_gc
+from pcache.prompt.reading.loading import display_name, iter_values
+from pcache.prompt.shapes.fields import json_kind
 from pcache.traces.record import Trace, TraceRecord
 
 FORMATS = ("auto", "mooncake", "bailian", "requests")
@@ -174,9 +174,9 @@ def _request_converter(settings: Any) -> Callable[..., list[TraceRecord | Except
     on `settings.jobs` threads (`pcache.pipeline.RenderStage`); the ids are those of
     rendering each request alone."""
     from pcache.pipeline import RenderStage
-    from pcache.prompt.render import prompt_token_ids, resolve_renderer
-    from pcache.prompt.request import KIND_PROMPT, KIND_TOKEN_IDS, request_from_document
-    from pcache.prompt.segment_cache import SegmentCachedRenderer
+    from pcache.prompt.renderers.render import prompt_token_ids, resolve_renderer
+    from pcache.prompt.shapes.request import KIND_PROMPT, KIND_TOKEN_IDS, request_from_document
+    from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer
 
     options = settings.render_options()
     stages: list = []

@@ -31,7 +31,7 @@ class TraceRecord:
     their KV (every output token but the last, as an engine does), filling blocks."""
     routing_text: str | None = None
     """Request traces: the messages' text contents joined (or the prompt), no template: what
-    character-keyed routers read (`pcache.replayer.routers`)."""
+    character-keyed routers read (`pcache.replayer.fleet.routers`)."""
     model: str | None = None
     """Request traces: the model the request names (provider profiles' minimum by model)."""
 

@@ -43,7 +43,7 @@ class ShardRecords:
 
 def read_request_shard(shard: Shard, settings: Any) -> ShardRecords:
     """Render and tokenize one shard's requests (the task an executor runs)."""
-    from pcache.prompt.loading import display_name
+    from pcache.prompt.reading.loading import display_name
 
     trace = Trace(source=display_name(shard.path), format="requests", block_size=None)
     failures: list[InputError] = []
@@ -95,9 +95,9 @@ def read_trace_sharded(
     block_size: int | None = None,
 ) -> Trace:
     """`read_trace` of a file or a directory of logs, its requests rendered by `executor`."""
-    from pcache.gc_pause import paused_gc
     from pcache.pipeline import Settings
-    from pcache.prompt.loading import display_name
+    from pcache.process.gc_pause import paused_gc
+    from pcache.prompt.reading.loading import display_name
 
     if trace_format not in FORMATS:
         raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
@@ -155,7 +155,7 @@ def _in_order(executor: Any, shards: list[Shard], settings: Any):
 
 def _format_of(path: str, trace_format: str) -> str:
     """The format of the file's first valid line, as `read_trace` detects it."""
-    from pcache.prompt.loading import iter_values
+    from pcache.prompt.reading.loading import iter_values
     from pcache.traces.readers import detect_format
 
     if trace_format != "auto":

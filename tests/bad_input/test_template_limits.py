@@ -47,7 +47,7 @@ HUGE = "{% for a in range(100000) %}{{ 'x' * 100000 }}{% endfor %}"
     ],
 )
 def test_a_hostile_template_fails_fast(cli, tmp_path, monkeypatch, template, fragment, limit_s):
-    from pcache.prompt import chat_jinja
+    from pcache.prompt.renderers import chat_jinja
 
     monkeypatch.setattr(chat_jinja, "TIME_LIMIT_S", limit_s)
     request = tmp_path / "request.json"
@@ -63,7 +63,7 @@ def test_a_hostile_template_fails_fast(cli, tmp_path, monkeypatch, template, fra
 def test_a_bounded_template_renders_as_before():
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from pcache.prompt.chat_jinja import make_environment
+    from pcache.prompt.renderers.chat_jinja import make_environment
 
     source = (
         "{% for m in messages %}{{ loop.index }}/{{ loop.length }} {{ m.role ~ ': ' ~ m.content }}"

@@ -161,7 +161,7 @@ def test_replay_files_add_their_ttft_distributions(cli, tmp_path):
 
 def test_a_measured_replay_sits_beside_the_prediction(cli, tmp_path):
     pytest.importorskip("torch")
-    pytest.importorskip("pcache.replayer.engine_driver")
+    pytest.importorskip("pcache.replayer.engine.driver")
     outcomes = tmp_path / "measured.jsonl"
     replay = cli(
         "replay", REQUESTS_TRACE, "--engine", "cpu", "-m", "tiny", "-o", outcomes,
@@ -188,7 +188,7 @@ def test_a_calibration_file_predicts_on_the_measured_scale(cli, tmp_path):
     """The engine's fitted TTFT model, passed with --calibration, is the one the page's
     prediction uses: its TTFTs are those of `replay --simulate --calibration`."""
     pytest.importorskip("torch")
-    pytest.importorskip("pcache.replayer.engine_driver")
+    pytest.importorskip("pcache.replayer.engine.driver")
     trace = tmp_path / "shared_prefix.jsonl"
     lines = (SAMPLES / "traces" / "shared_prefix.jsonl").read_text().splitlines()
     trace.write_text("\n".join(lines[:4]) + "\n")

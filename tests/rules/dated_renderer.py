@@ -6,10 +6,10 @@ the PC102 tests free of model downloads while exercising the same date dependenc
 
 from __future__ import annotations
 
-from pcache.prompt.plain import PlainRenderer
-from pcache.prompt.rendered import Span
-from pcache.prompt.request import Request
-from pcache.prompt.tokenizer import RenderOptions
+from pcache.prompt.renderers.interface import RenderOptions
+from pcache.prompt.renderers.plain import PlainRenderer
+from pcache.prompt.renderers.rendered import Span
+from pcache.prompt.shapes.request import Request
 
 
 class DatedRenderer(PlainRenderer):

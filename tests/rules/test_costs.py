@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pcache.pipeline import Settings
-from pcache.replayer.simulate import SimulationOptions, simulate
+from pcache.replayer.simulate.driver import SimulationOptions, simulate
 from pcache.rules.runner import LintOptions, lint_paths
 from pcache.traces.readers import read_trace
 

@@ -23,7 +23,7 @@ import pytest
 
 import pcache
 from pcache.pipeline import Settings
-from pcache.replayer.simulate import SimulationOptions, simulate
+from pcache.replayer.simulate.driver import SimulationOptions, simulate
 from pcache.rules.runner import LintOptions, lint_paths
 from pcache.traces.readers import read_trace
 

@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pcache.pipeline import Settings
-from pcache.prompt.render import resolve_renderer
-from pcache.prompt.segment_cache import SegmentCachedRenderer, _array_encoder
+from pcache.prompt.renderers.render import resolve_renderer
+from pcache.prompt.tokenizers.segment_cache import SegmentCachedRenderer, _array_encoder
 from pcache.rules.runner import LintOptions, lint_values
 
 PIECES = st.sampled_from(
@@ -136,8 +136,8 @@ CONTENT = st.lists(
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(contents=st.lists(CONTENT, min_size=2, max_size=6))
 def test_segment_cache_is_exact_for_the_gpt_oss_renderer(contents):
-    from pcache.prompt.request import request_from_document
-    from pcache.prompt.tokenizer import RenderOptions
+    from pcache.prompt.renderers.interface import RenderOptions
+    from pcache.prompt.shapes.request import request_from_document
 
     harmony = resolve_renderer("gpt-oss")
     cached = SegmentCachedRenderer(harmony, max_cached_tokens=256, max_listed_tokens=32)

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import pcache
 from pcache.pipeline import Settings
-from pcache.replayer.simulate import SimulationOptions, simulate
+from pcache.replayer.simulate.driver import SimulationOptions, simulate
 from pcache.rules.runner import LintOptions, lint_paths
 from pcache.traces.readers import read_trace
 from tests.rules.shared_logs import PLANTED, SHAPES, build, interleave
