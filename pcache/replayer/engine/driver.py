@@ -481,28 +481,18 @@ def _run_stats(runs: list[Run], records: list[TraceRecord]) -> RunStats:
     )
 
 
-def _report(
-    options: EngineOptions,
-    tokens: Trace,
-    capacity,
-    kv_bytes,
-    runs: Runs,
-    probes,
-    cut,
-    described,
-    stability,
-):
-    from pcache.replayer.simulate.driver import simulate
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 4) if denominator else None
 
-    records = tokens.records
+
+def _calibration(options: EngineOptions, records, off_runs: list[Run], probes, described):
+    """The TTFT model fitted to the cache-off TTFTs (timed: from first scheduling, without the
+    queueing) and the length probes, named with the machine it was measured on."""
     timed = options.concurrency == "timed"
-    on_runs, off_runs = runs.cache_on, runs.cache_off
-    # the fit: cache-off TTFTs (timed: from first scheduling, without the queueing) and the
-    # length probes
     fit_of = (lambda s: s.prefill_ms) if timed else (lambda s: s.ttft_ms)
     off_fit = _median_per_request(off_runs, fit_of)
     measured = [(r.input_length, 0, ttft) for r, ttft in zip(records, off_fit, strict=True)]
-    calibration = replace(
+    return replace(
         fit_ttft_model(measured + probes),
         probes=len(probes),
         engine_model=described.model,
@@ -512,17 +502,43 @@ def _report(
         machine=described.machine,
         date=date.today().isoformat(),
     )
-    # the simulator over the same tokens, pool and capacity, decoding what the engine decoded
+
+
+def _simulated(
+    options: EngineOptions, tokens: Trace, on_runs: list[Run], kv_bytes, capacity, model
+):
+    """The simulator over the same tokens, pool and capacity, decoding what the engine decoded:
+    (its report, the output token ids the engine generated)."""
+    from pcache.replayer.simulate.driver import simulate
+
     generated = [sample.output_token_ids for sample in on_runs[0].samples]
     simulated_trace = replace(
         tokens,
         records=[
             replace(record, output_token_ids=output)
-            for record, output in zip(records, generated, strict=True)
+            for record, output in zip(tokens.records, generated, strict=True)
         ],
     )
-    simulation = options.simulation_options(kv_bytes, capacity, calibration.model)
-    predicted = simulate(simulated_trace, simulation, keep_requests=True)
+    simulation = options.simulation_options(kv_bytes, capacity, model)
+    return simulate(simulated_trace, simulation, keep_requests=True), generated
+
+
+def _measurement(
+    options: EngineOptions,
+    capacity,
+    runs: Runs,
+    stats: tuple[RunStats, RunStats],
+    predicted: ReplayReport,
+    calibration,
+    cut,
+    described,
+    stability,
+) -> Measurement:
+    """How the engine was measured, what it measured (cache on and off), and how the
+    simulator's prediction compares."""
+    timed = options.concurrency == "timed"
+    on_runs, off_runs = runs.cache_on, runs.cache_off
+    on_stats, off_stats = stats
     predicted_cached = [outcome.cached_tokens for outcome in predicted.per_request]
     measured_cached = [sample.cached_tokens for sample in on_runs[0].samples]
     consistent = all([s.cached_tokens for s in run.samples] == measured_cached for run in on_runs)
@@ -537,17 +553,10 @@ def _report(
         [s.output_token_ids for s in on.samples] == [s.output_token_ids for s in off.samples]
         for on, off in zip(on_runs, off_runs, strict=True)
     )
-    on_stats, off_stats = _run_stats(on_runs, records), _run_stats(off_runs, records)
-    on_ttfts = _median_per_request(on_runs, lambda sample: sample.ttft_ms)
-    off_ttfts = _median_per_request(off_runs, lambda sample: sample.ttft_ms)
     measured_p50 = on_stats.ttft_ms["p50"]
     predicted_p50 = predicted.ttft_ms["p50"]
-
-    def ratio(numerator: float, denominator: float) -> float | None:
-        return round(numerator / denominator, 4) if denominator else None
-
-    error = ratio(predicted_p50, measured_p50)
-    measurement = Measurement(
+    error = _ratio(predicted_p50, measured_p50)
+    return Measurement(
         driver="engine",
         machine=described.machine,
         model=described.model,
@@ -575,22 +584,29 @@ def _report(
         " the caching one; then empty pools",
         cache_on=on_stats,
         cache_off=off_stats,
-        speedup_p50=ratio(off_stats.ttft_ms["p50"], measured_p50),
-        speedup_mean=ratio(off_stats.ttft_ms["mean"], on_stats.ttft_ms["mean"]),
+        speedup_p50=_ratio(off_stats.ttft_ms["p50"], measured_p50),
+        speedup_mean=_ratio(off_stats.ttft_ms["mean"], on_stats.ttft_ms["mean"]),
         outputs_equal=outputs_equal,
         cached_tokens_match=consistent and not mismatched,
         mismatched_requests=mismatched,
         predicted_ttft_ms=predicted.ttft_ms,
-        predicted_speedup_p50=ratio(predicted.ttft_uncached_ms["p50"], predicted_p50),
+        predicted_speedup_p50=_ratio(predicted.ttft_uncached_ms["p50"], predicted_p50),
         prediction_error_p50=None if error is None else round(error - 1, 4),
         calibration=calibration.to_dict(),
         cut=cut,
         stability=stability,
     )
-    num_hits = sum(1 for cached in measured_cached if cached)
-    hit_tokens = sum(measured_cached)
-    query_tokens = sum(record.input_length for record in records)
-    outcomes = [
+
+
+def _outcomes(records, runs: Runs, predicted: ReplayReport, generated) -> list[RequestOutcome]:
+    """Each request as the cache-on engine served it, beside the cache-off TTFT and the
+    simulator's cached tokens."""
+    on_runs = runs.cache_on
+    on_ttfts = _median_per_request(on_runs, lambda sample: sample.ttft_ms)
+    off_ttfts = _median_per_request(runs.cache_off, lambda sample: sample.ttft_ms)
+    predicted_cached = [outcome.cached_tokens for outcome in predicted.per_request]
+    measured_cached = [sample.cached_tokens for sample in on_runs[0].samples]
+    return [
         RequestOutcome(
             index=record.index,
             line=record.line,
@@ -606,6 +622,44 @@ def _report(
         )
         for position, record in enumerate(records)
     ]
+
+
+def _report(
+    options: EngineOptions,
+    tokens: Trace,
+    capacity,
+    kv_bytes,
+    runs: Runs,
+    probes,
+    cut,
+    described,
+    stability,
+):
+    """The engine's replay report (the cache-on run, with the measurement beside it) and the
+    TTFT calibration fitted to the cache-off run."""
+    records = tokens.records
+    on_runs = runs.cache_on
+    calibration = _calibration(options, records, runs.cache_off, probes, described)
+    predicted, generated = _simulated(
+        options, tokens, on_runs, kv_bytes, capacity, calibration.model
+    )
+    on_stats, off_stats = _run_stats(on_runs, records), _run_stats(runs.cache_off, records)
+    measurement = _measurement(
+        options,
+        capacity,
+        runs,
+        (on_stats, off_stats),
+        predicted,
+        calibration,
+        cut,
+        described,
+        stability,
+    )
+    outcomes = _outcomes(records, runs, predicted, generated)
+    measured_cached = [sample.cached_tokens for sample in on_runs[0].samples]
+    num_hits = sum(1 for cached in measured_cached if cached)
+    hit_tokens = sum(measured_cached)
+    query_tokens = sum(record.input_length for record in records)
     peak_shared = on_runs[0].peak_shared_blocks
     report = ReplayReport(
         source=tokens.source,
