@@ -174,9 +174,8 @@ def lint(
         )
     config_path = Path(config) if config else find_config(Path.cwd())
     settings = load_config(config_path)
-    names = {"--select": "select", "--extend-select": "extend_select", "--ignore": "ignore"}
-    flags = {**names, "--date": "date", "--profile": "profile", "--ray-address": "ray_address"}
-    with check.named_as("lint", flags):
+    named = ("select", "extend_select", "ignore", "date", "profile", "ray_address")
+    with check.named_as("lint", named):
         selection = resolve(
             settings.selection,
             SelectionInput(select, extend_select or [], ignore or []),
@@ -246,8 +245,9 @@ def replay(
     `EndpointOptions`), or are made from keywords: `mode` (simulate, engine or endpoint) and
     the fields of that driver's options (`policy`, `cache_blocks`, `model`, ...), with
     `tokenizer`, `block_size`, `hash_algo`, `cache_salt` and `date` for its `settings`; given
-    beside `options`, keywords change them. An option of another driver is refused with the
-    `UsageError` the command gives for its flag.
+    beside `options`, keywords change them. A refused option is an `ArgumentValueError`
+    naming the keyword (`cache_blocks must be at least 1, got 0`), with the command's words for
+    its flag as its `command_line`.
     """
     from pcache import api_arguments as check
     from pcache.prompt.reading.held import is_path, values_from
@@ -266,9 +266,8 @@ def replay(
     if options is None or given:
         mode, given = check.replay_keywords("replay", given)
         mode = mode or (options.mode if options is not None else "simulate")
-        flags = {flag: name for flag, name in check.replay_flags().items() if name in given}
-        with check.named_as("replay", flags):
+        with check.named_as("replay", given):
             options = replay_options(mode, options, **given)
     source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
-    with check.named_as("replay", check.replay_flags()):
+    with check.named_as("replay", check.replay_fields()):
         return run_replay(source, options, progress=progress)

@@ -7,8 +7,10 @@ does not take is an `ArgumentTypeError`, a value out of range an `ArgumentValueE
 (`pcache.lint: block_size must be an integer from 1 to 1048576, got 0`). The requests
 themselves are then read by the core (`pcache.prompt.reading.held`), which refuses what no JSON
 document holds, cycles and nesting past the readers' limit with typed errors of its own.
-Checks the core already makes with command-line wording are run inside `named_as`, which
-gives their messages the argument's name instead of the flag's.
+Checks the core makes itself (the options dataclasses', `Settings`') are run inside
+`named_as`: the core raises an `OptionError` naming the field, which becomes an
+`ArgumentValueError` naming the argument (`block_size must be ...`), its `command_line` the
+flag's words (`--block-size must be ...`).
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ import contextlib
 import math
 import operator
 import os
-import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from pcache.errors import ArgumentError, ArgumentTypeError, ArgumentValueError, UsageError
+from pcache.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    OptionError,
+    UsageError,
+)
 from pcache.prompt.reading.memory_values import kind_of
 
-_LEADING_FLAG = re.compile(r"(unknown )?(--[a-z][a-z0-9*-]*)")
 _REQUEST = "a request body (dict), an SDK object or a path"
 
 
@@ -264,25 +270,21 @@ def _is_iterable(value: Any) -> bool:
 
 
 @contextlib.contextmanager
-def named_as(function: str, names: Mapping[str, str] | tuple[str, ...]) -> Iterator[None]:
-    """Run checks the core makes with command-line wording (`--block-size must be ...`): a
-    `UsageError` they raise becomes an `ArgumentValueError`, whose message names the argument
-    where it begins with the flag of one in `names` (flags to argument names, or argument
-    names whose flags are `--` and the name in kebab case)."""
+def named_as(function: str, names: Collection[str]) -> Iterator[None]:
+    """Run checks the core makes itself: an `OptionError` about one of `names` (the arguments
+    given) becomes an `ArgumentValueError` naming that argument; any other `UsageError` one
+    worded as the command line words it."""
     try:
         yield
     except ArgumentError:
         raise
+    except OptionError as failure:
+        if failure.field in names:
+            message = failure.worded(failure.field)
+            raise ArgumentValueError(function, failure.field, message, str(failure)) from None
+        raise ArgumentValueError(function, "", str(failure)) from None
     except UsageError as failure:
-        message = str(failure)
-        found = _LEADING_FLAG.match(message)
-        argument = ""
-        if found is not None:
-            flags = names if isinstance(names, Mapping) else {_flag_of(n): n for n in names}
-            argument = flags.get(found.group(2), "")
-            if argument:
-                message = message[: found.start(2)] + argument + message[found.end(2) :]
-        raise ArgumentValueError(function, argument, message, str(failure)) from None
+        raise ArgumentValueError(function, "", str(failure)) from None
 
 
 def _flag_of(name: str) -> str:
@@ -331,8 +333,7 @@ def replay_keywords(function: str, given: dict[str, Any]) -> tuple[str | None, d
     (the mode given or None, the other keywords). Ranges are the options classes' to check."""
     import typing
 
-    from pcache.pipeline import Settings
-    from pcache.replayer.options import SETTINGS_FIELDS
+    from pcache.options.settings import SETTINGS_FIELDS, Settings
     from pcache.replayer.run import driver_options
 
     drivers = driver_options()
@@ -360,15 +361,13 @@ def replay_keywords(function: str, given: dict[str, Any]) -> tuple[str | None, d
     return mode, checked
 
 
-def replay_flags() -> dict[str, str]:
-    """Every replay option's command-line flag, to the keyword that sets it (`--warmup`:
-    `warmup_rounds`)."""
+def replay_fields() -> frozenset[str]:
+    """Every keyword of `pcache.replay` that names an option: the drivers' fields and the
+    settings'."""
     from dataclasses import fields
 
-    from pcache.replayer.options import flag_of
+    from pcache.options.settings import SETTINGS_FIELDS
     from pcache.replayer.run import driver_options
 
-    names = {"--block-size": "block_size", "--hash-algo": "hash_algo", "--date": "date"}
-    for options_class in driver_options().values():
-        names.update((flag_of(item), item.name) for item in fields(options_class))
-    return names
+    names = {item.name for options in driver_options().values() for item in fields(options)}
+    return frozenset(names | set(SETTINGS_FIELDS))

@@ -44,6 +44,28 @@ class UsageError(PcacheError):
     """An option or argument is invalid."""
 
 
+class OptionError(UsageError):
+    """One option's value is refused: `field` names it (as the library's keyword and the
+    options dataclass's field spell it), `reason` says what is wrong with the value.
+
+    The message names the option by its command-line flag (`--block-size must be at least 1,
+    got 0`), as the commands print it; `worded(name)` names it otherwise (the library API says
+    `block_size must be ...`). A reason that begins with a colon follows the name directly;
+    `lead` comes before the name (`unknown --hash-algo 'md5' ...`)."""
+
+    def __init__(self, field: str, reason: str, *, flag: str | None = None, lead: str = ""):
+        self.field = field
+        self.reason = reason
+        self.flag = flag or "--" + field.replace("_", "-")
+        self.lead = lead
+        super().__init__(self.worded(self.flag))
+
+    def worded(self, name: str) -> str:
+        """The message, naming the option `name`."""
+        separator = "" if self.reason.startswith(":") else " "
+        return f"{self.lead}{name}{separator}{self.reason}"
+
+
 class ConfigError(PcacheError):
     """A configuration file (pyproject.toml) is invalid."""
 

@@ -1,5 +1,6 @@
 """`pcache.replay(...)` refuses what `pcache replay` refuses, with the same message naming the
-keyword instead of the flag: both go through the drivers' options (`pcache.replayer.options`)."""
+keyword instead of the flag: both go through the drivers' options (`pcache.replayer.options`),
+whose fields declare the command's options once (`pcache.options.declared`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import inspect
 import pytest
 
 import pcache
-from pcache.api_arguments import replay_flags
-from pcache.errors import ArgumentValueError, InputError, UsageError
+from pcache.errors import ArgumentValueError, InputError, OptionError, UsageError
 from pcache.replayer.endpoint.options import EndpointOptions
 from pcache.replayer.engine.options import EngineOptions
 from pcache.replayer.simulate.options import SimulateOptions
@@ -81,10 +81,15 @@ def test_the_api_refuses_what_the_command_refuses_with_its_message(cli, flags, k
     with pytest.raises(ArgumentValueError) as refused:
         pcache.replay(TRACE, **keywords)
     assert isinstance(refused.value, UsageError | InputError)
+    keyword = refused.value.argument
+    assert keyword in keywords or keyword == "", keyword
     flag = message.removeprefix("unknown ").split()[0]
-    keyword = replay_flags().get(flag, "")
-    expected = message.replace(flag, keyword, 1) if keyword in keywords else message
+    # a refusal about one keyword names it where the command names its flag; any other
+    # refusal (two options that conflict, a driver that has no such option) reads as the
+    # command's, even where it begins with another option's flag
+    expected = message.replace(flag, keyword, 1) if keyword else message
     assert str(refused.value) == f"pcache.replay: {expected}"
+    assert refused.value.command_line == message
 
 
 def test_an_options_object_is_checked_when_it_is_made():
@@ -139,11 +144,11 @@ def _cli_defaults() -> dict[str, object]:
         ("sweep_points", SimulateOptions, "sweep_points"),
         ("repeat", EngineOptions, "repeat"),
         ("time_scale", EngineOptions, "time_scale"),
-        ("warmup", EngineOptions, "warmup_rounds"),
+        ("warmup_rounds", EngineOptions, "warmup_rounds"),
         ("api", EndpointOptions, "api"),
         ("burstiness", EndpointOptions, "burstiness"),
-        ("timeout", EndpointOptions, "timeout_s"),
-        ("request_timeout", EndpointOptions, "request_timeout_s"),
+        ("timeout_s", EndpointOptions, "timeout_s"),
+        ("request_timeout_s", EndpointOptions, "request_timeout_s"),
         ("retries", EndpointOptions, "retries"),
         ("trace_format", SimulateOptions, "trace_format"),
     ],
@@ -152,3 +157,30 @@ def test_the_commands_defaults_are_the_options_defaults(flag, cls, field):
     """The command shows its defaults in --help; an option of another driver left at its
     default is not refused, so the two must agree."""
     assert _cli_defaults()[flag] == cls.__dataclass_fields__[field].default
+
+
+def test_an_option_error_names_the_field_and_words_it_as_each_caller_does():
+    with pytest.raises(OptionError) as refused:
+        EngineOptions(model="tiny", warmup_rounds=-1)
+    assert refused.value.field == "warmup_rounds"
+    assert str(refused.value) == "--warmup must be between 0 and 100, got -1"
+    assert (
+        refused.value.worded("warmup_rounds") == "warmup_rounds must be between 0 and 100, got -1"
+    )
+    with pytest.raises(ArgumentValueError) as named:
+        pcache.replay(TRACE, mode="engine", model="tiny", warmup_rounds=-1)
+    assert named.value.argument == "warmup_rounds"
+    assert named.value.command_line == str(refused.value)
+
+
+def test_every_option_of_a_driver_is_a_flag_of_the_command_in_its_panel(cli):
+    from pcache.cli.replay_parameters import driver_fields
+    from pcache.options.declared import PANELS
+
+    result = cli("replay", "--help")
+    assert result.exit_code == 0, result.output
+    headings = [line.removesuffix(":") for line in result.stdout.splitlines() if line[:1].isupper()]
+    assert [title for title in PANELS.values() if title in headings] == list(PANELS.values())
+    for declared, _ in driver_fields().values():
+        section = result.stdout.split(PANELS[declared.panel] + ":")[1].split("\n\n")[0]
+        assert declared.flag in section, declared.flag

@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pcache.errors import ConfigError, UsageError
+from pcache.errors import ConfigError, OptionError, UsageError
 from pcache.models import PRESETS, canonical_name
-from pcache.numbers import check_number
+from pcache.options.numbers import check_number
 
 MAX_DIMENSION = 1 << 31
 
@@ -73,9 +73,8 @@ def resolve_model(name_or_path: str) -> ModelShape:
     if path.is_dir():
         path = path / "config.json"
     if not path.exists():
-        raise UsageError(
-            f"--model {name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
-        )
+        reason = f"{name_or_path!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
+        raise OptionError("model", reason)
     from pcache.prompt.reading.loading import parse_json, read_bytes
 
     config = parse_json(read_bytes(path), str(path))

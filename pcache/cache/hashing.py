@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
-from pcache.errors import UsageError
+from pcache.errors import OptionError, UsageError
 
 VLLM_HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
 HASH_ALGOS = (DEFAULT_HASH_ALGO, *VLLM_HASH_ALGOS)
@@ -156,11 +156,11 @@ class HashSettings:
 
     def __post_init__(self) -> None:
         if self.algo not in HASH_ALGOS:
-            raise UsageError(
-                f"unknown --hash-algo {self.algo!r} (choose from {', '.join(HASH_ALGOS)})"
-            )
+            choices = ", ".join(HASH_ALGOS)
+            reason = f"{self.algo!r} (choose from {choices})"
+            raise OptionError("hash_algo", reason, lead="unknown ")
         if self.block_size < 1:
-            raise UsageError(f"--block-size must be at least 1, got {self.block_size}")
+            raise OptionError("block_size", f"must be at least 1, got {self.block_size}")
 
     def namespace(self) -> Namespace:
         lora = None if self.lora is None else f"{self.lora[0]}@{self.lora[1]}"

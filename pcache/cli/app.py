@@ -126,7 +126,7 @@ def _register() -> None:
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
     app.command("lint")(lint.lint_command)
-    app.command("replay")(replay.replay_command)
+    app.command("replay", cls=replay.PanelCommand)(replay.replay_command)
     app.command("generate")(generate.generate_command)
     app.command("serve")(serve.serve_command)
     app.command("report")(report.report_command)

@@ -34,12 +34,12 @@ __all__ = [
 def in_range(
     minimum: float | None = None, maximum: float | None = None, above: float | None = None
 ):
-    """A typer callback checking an option with `pcache.numbers.check_number` (None passes)."""
+    """A typer callback checking an option with `pcache.options.numbers.check_number` (None passes)."""
 
     def check(context, parameter, value):
         if value is None:
             return value
-        from pcache.numbers import check_number
+        from pcache.options.numbers import check_number
 
         name = max(parameter.opts, key=len) if parameter.opts else parameter.name
         return check_number(name, value, minimum=minimum, maximum=maximum, above=above)

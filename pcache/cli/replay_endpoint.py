@@ -1,109 +1,9 @@
-"""`pcache replay TRACE --endpoint URL`: the options only a live server needs, and its view."""
+"""`pcache replay TRACE --endpoint URL`: the replay against a live server, and its view."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import orjson
 import typer
-
-EndpointOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--endpoint",
-        help="Replay against a live OpenAI-compatible server (vLLM, SGLang, pcache serve, a"
-        " hosted API), e.g. http://127.0.0.1:8000/v1.",
-    ),
-]
-ApiOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--api",
-        help="completions (token ids to /v1/completions), chat (the trace's messages to"
-        " /v1/chat/completions) or anthropic (/v1/messages); default: chat for a trace of"
-        " messages, else completions.",
-    ),
-]
-MaxConcurrencyOpt = Annotated[
-    int | None,
-    typer.Option("--max-concurrency", min=1, help="Most requests in flight (default: no limit)."),
-]
-RateOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--rate",
-        help="Requests/s (gamma arrivals, Poisson at --burstiness 1; inf: all at once);"
-        " default: the trace's timestamps.",
-    ),
-]
-BurstinessOpt = Annotated[
-    float, typer.Option("--burstiness", help="With --rate: gamma shape (1: Poisson, <1 burstier).")
-]
-CompareCacheOpt = Annotated[
-    bool,
-    typer.Option(
-        "--compare-cache", help="Two passes: the server's cache off (or cold) and on (or warm)."
-    ),
-]
-ResetCacheOpt = Annotated[
-    bool,
-    typer.Option(
-        "--reset-cache",
-        help="Reset the server's prefix cache first (vLLM /reset_prefix_cache, SGLang"
-        " /flush_cache).",
-    ),
-]
-ApiKeyEnvOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--api-key-env",
-        help="Environment variable holding the API key (default OPENAI_API_KEY, or"
-        " ANTHROPIC_API_KEY with --api anthropic); the key is never printed.",
-    ),
-]
-TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", help="Seconds to wait for a connection or a chunk.")
-]
-RequestTimeoutOpt = Annotated[
-    float,
-    typer.Option(
-        "--request-timeout",
-        help="Seconds a whole request may take (its stream included; side requests:"
-        " at most 30); past it the request fails and the replay goes on.",
-    ),
-]
-RetriesOpt = Annotated[
-    int,
-    typer.Option(
-        "--retries", min=0, help="Retries of a request whose connection failed (never sent)."
-    ),
-]
-IgnoreEosOpt = Annotated[
-    bool, typer.Option("--ignore-eos", help="Ask the server to generate every output token.")
-]
-VocabSizeOpt = Annotated[
-    int,
-    typer.Option("--vocab-size", min=2, help="Hash-id traces: the token ids sent are below this."),
-]
-KVEventsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--kv-events",
-        help="The server's KV event stream (vLLM's ZMQ PUB, e.g. tcp://127.0.0.1:5557): check"
-        " block by block what it stored and evicted against pcache's pool (pcache[events]).",
-    ),
-]
-ReplicaMetricsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--replica-metrics",
-        help="Behind a router: the replicas' base URLs (comma-separated); each one's /metrics"
-        " is read before and after, for per-replica requests and prefix hits.",
-    ),
-]
-NoServerMetricsOpt = Annotated[
-    bool, typer.Option("--no-server-metrics", help="Do not read the server's /metrics.")
-]
 
 
 def write_per_request(path: str, report) -> None:
@@ -216,13 +116,6 @@ def render(result, format: str) -> None:
     _render_fleet(measurement)
     for note in measurement.notes:
         warning(note)
-
-
-def replica_urls(value: str | None) -> tuple[str, ...] | None:
-    """--replica-metrics's comma-separated URLs."""
-    if value is None:
-        return None
-    return tuple(url.strip() for url in value.split(",") if url.strip())
 
 
 def _render_fleet(measurement) -> None:

@@ -70,6 +70,35 @@ def _write(path: str, data: bytes) -> None:
         raise InputError(path, f"cannot write: {failure.strerror or failure}") from None
 
 
+def warn(trace: str, result: ReplayResult) -> None:
+    """What reading the trace and measuring noticed, on stderr: malformed lines skipped,
+    timestamps reordered, an unstable measurement."""
+    from pcache.cli.console import warning
+
+    for message in result.skipped[:5]:
+        warning(f"skipped {message}")
+    if len(result.skipped) > 5:
+        warning(f"... {len(result.skipped) - 5} more malformed lines skipped")
+    if result.reordered:
+        warning(f"{trace}: timestamps out of order; requests were sorted by timestamp")
+    for report in result.reports:
+        stability = getattr(report.measurement, "stability", None)
+        for message in stability.warnings if stability is not None else []:
+            warning(message)
+
+
+def show(result: ReplayResult, mode: str, format: str, output: str | None, plot: str | None):
+    """The result: per-request lines to `output`, the chart to `plot`, the report on stdout."""
+    if output is not None:
+        write_per_request(output, result.reports[-1])
+    if plot is not None:
+        if mode == "engine":
+            plot_ttft_cdfs(plot, result.reports[0])
+        else:
+            plot_sweep(plot, result.reports)
+    render(result, format)
+
+
 def render(result: ReplayResult, format: str) -> None:
     from pcache.cli.console import stdout, write_json
 

@@ -32,7 +32,7 @@ _POSITIVE_REALS = ("rms_norm_eps", "rope_theta")
 def _check_numbers(data: dict[str, Any], source: str) -> None:
     """Every number the engine sizes or computes with: an integer in range, or finite > 0."""
     from pcache.errors import UsageError
-    from pcache.numbers import check_number
+    from pcache.options.numbers import check_number
 
     for key in _DIMENSIONS + _POSITIVE_REALS:
         value = data.get(key)

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from pcache.numbers import check_number
+from pcache.options.numbers import check_number
 
 MAX_TIME_SCALE = 1000.0
 """The most `time_scale` stretches a trace: far more only turns a replay into a long wait."""

@@ -102,7 +102,7 @@ def _number(
 ) -> Any:
     """`container[key]`: a finite, non-negative number (an integer when `integer`)."""
     from pcache.errors import UsageError
-    from pcache.numbers import check_number
+    from pcache.options.numbers import check_number
 
     name = prefix + key
     value = container.get(key)

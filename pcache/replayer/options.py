@@ -14,51 +14,76 @@ The trace itself is not an option: drivers take it beside their options.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import MISSING, Field, dataclass, field, fields, replace
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from pcache.defaults import MAX_BLOCK_SIZE
-from pcache.errors import UsageError
-from pcache.numbers import check_number
-from pcache.pipeline import Settings
-from pcache.replayer.simulate.driver import MAX_CACHE_BLOCKS
-from pcache.traces.record import Trace
+from pcache.defaults import DEFAULT_MODEL, MAX_BLOCK_SIZE
+from pcache.errors import OptionError, UsageError
+from pcache.options.declared import Declared, declared_of, default_of, flag_of, option
+from pcache.options.numbers import number_problem
+from pcache.options.settings import SETTINGS_FIELDS, Settings
 
-SETTINGS_FIELDS = (
-    "tokenizer",
-    "block_size",
-    "hash_algo",
-    "cache_salt",
-    "date",
-    "jobs",
-    "executor",
-    "ray_address",
-)
-"""Loose keywords that fill the embedded `Settings`."""
+if TYPE_CHECKING:
+    from pcache.traces.record import Trace
+
 MAX_SEED = 2**63 - 1
 
 Options = TypeVar("Options", bound="ReplayOptions")
 
+__all__ = ["SETTINGS_FIELDS", "Declared", "ReplayOptions", "build_options", "flag_of"]
 
-def flag_of(item: Field) -> str:
-    """A field's command-line flag: its `metadata["flag"]`, else `--` and its name."""
-    return item.metadata.get("flag") or "--" + item.name.replace("_", "-")
-
-
-def _default_of(item: Field) -> Any:
-    if item.default is not MISSING:
-        return item.default
-    return item.default_factory() if item.default_factory is not MISSING else MISSING
+MODEL_HELP = (
+    "A preset (tiny, qwen3-0.6b, llama3-8b, qwen3-8b, gpt-oss-20b, ...), a model"
+    " directory or a config.json (--simulate default: {default})."
+)
+"""`--model`'s help; `{default}` is the simulated model's default."""
+MODEL = Declared(
+    ("--model", "-m"),
+    MODEL_HELP.format(default=DEFAULT_MODEL),
+    "input",
+    type=str | None,
+)
+TIME_SCALE = Declared(
+    ("--time-scale",),
+    "--engine timed, --endpoint: multiply the trace's gaps between arrivals.",
+    "engine",
+    command_default=1.0,
+)
+MAX_OUTPUT_TOKENS = Declared(
+    ("--max-output-tokens",), "--engine, --endpoint: cap each output length.", "engine"
+)
+MAX_PROMPT_TOKENS = Declared(
+    ("--max-prompt-tokens",), "--engine: keep each prompt's first N tokens.", "engine"
+)
+CONCURRENCY = Declared(
+    ("--concurrency",),
+    "serial (one request at a time) or timed (requests overlap).",
+    "simulate",
+    command_default="serial",
+)
+DECODE_RATE = Declared(
+    ("--decode-rate",),
+    "Decode tokens/s per request (timed mode).",
+    "simulate",
+    command_default=50.0,
+)
+"""Options of several drivers, declared once for each of their fields."""
 
 
 def _joined(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def check_count(name: str, value: int | None, minimum: int, maximum: int | None = None) -> None:
-    """`check_number` for an optional count (None passes)."""
-    if value is not None:
-        check_number(name, value, minimum=minimum, maximum=maximum)
+def check_field(options: Any, name: str, **bounds: float | None) -> None:
+    """`check_number`'s bounds for field `name` of `options` (None passes): an `OptionError`
+    naming the field, by its declared flag on the command line."""
+    value = getattr(options, name)
+    if value is None:
+        return
+    problem = number_problem(value, **bounds)
+    if problem is not None:
+        item = type(options).__dataclass_fields__[name]
+        raise OptionError(name, problem, flag=flag_of(item))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,37 +102,65 @@ class ReplayOptions:
     settings: Settings = field(default_factory=Settings)
     tokenizer_given: bool = False
     """True when `-t` was given: a model's own tokenizer then does not replace it."""
-    trace_format: str = "auto"
-    trace_block_size: int | None = None
+    trace_format: str = option(
+        "auto",
+        flags=("--trace-format",),
+        help="auto, mooncake, bailian or requests.",
+        panel="input",
+        command_default="auto",
+    )
+    trace_block_size: int | None = option(
+        None,
+        flags=("--trace-block-size",),
+        help="Tokens per hash id (hash-id traces).",
+        panel="input",
+    )
     """Tokens per hash id of a hash-id trace (default: the format's)."""
-    strict: bool = False
+    strict: bool = option(
+        False,
+        flags=("--strict",),
+        help="Fail on the first malformed line.",
+        panel="input",
+        command_default=False,
+    )
     """Fail on the first malformed line instead of skipping it."""
-    cache_blocks: int | None = None
+    cache_blocks: int | None = option(
+        None,
+        flags=("--cache-blocks",),
+        help="Cache capacity in blocks (default: unlimited).",
+        panel="simulate",
+    )
     """The cache's capacity in blocks (None: unlimited, or the engine's footprint)."""
-    limit: int | None = None
+    limit: int | None = option(
+        None, flags=("--limit",), help="Replay the first N requests only.", panel="input"
+    )
     """Replay the first N requests only."""
     keep_requests: bool = False
     """Keep every request's outcome in the report (`ReplayReport.per_request`)."""
 
     def __post_init__(self) -> None:
-        check_count("--trace-block-size", self.trace_block_size, 1, MAX_BLOCK_SIZE)
-        check_count("--cache-blocks", self.cache_blocks, 1, MAX_CACHE_BLOCKS)
-        check_count("--limit", self.limit, 1)
+        from pcache.replayer.simulate.driver import MAX_CACHE_BLOCKS
+
+        check_field(self, "trace_block_size", minimum=1, maximum=MAX_BLOCK_SIZE)
+        check_field(self, "cache_blocks", minimum=1, maximum=MAX_CACHE_BLOCKS)
+        check_field(self, "limit", minimum=1)
         if self.settings.executor != "local" and self.mode != "simulate":
-            raise UsageError(f"--executor {self.settings.executor} applies to --simulate")
+            raise OptionError("executor", f"{self.settings.executor} applies to --simulate")
 
     @classmethod
-    def refusal(cls, name: str, flag: str, owners: Sequence[type[ReplayOptions]]) -> str:
-        """The message for option `name` (flag `flag`), a field of `owners` only."""
+    def refusal(cls, name: str, flag: str, owners: Sequence[type[ReplayOptions]]) -> UsageError:
+        """The error for option `name` (flag `flag`), a field of `owners` only, given to this
+        driver: a message of `refusals`, else the drivers it applies to."""
         if name in cls.refusals:
-            return cls.refusals[name]
-        return f"{flag} applies to {_joined([f for owner in owners for f in owner.flags])}"
+            return _refused(name, flag, cls.refusals[name])
+        drivers = _joined([driver for owner in owners for driver in owner.flags])
+        return OptionError(name, f"applies to {drivers}", flag=flag)
 
     def check_plot(self) -> None:
         """Refuse `--plot` where this driver draws no chart."""
         raise UsageError(f"--plot does not apply to {_joined(self.flags)}")
 
-    def read_trace(self, trace: Any, settings: Settings | None = None) -> Trace:
+    def read_trace(self, trace: str | tuple[Any, ...], settings: Settings | None = None) -> Trace:
         """The trace (a path, or request bodies in arrival order), read with these options."""
         import os
 
@@ -145,7 +198,7 @@ def build_options(
     """`chosen`'s options from `given` (None: not given), over `base`'s values when given.
 
     `tokenizer`, `block_size`, `hash_algo`, `cache_salt`, `date`, `jobs`, `executor` and
-    `ray_address` fill `settings`. A field of another of `drivers` is refused (`UsageError`)
+    `ray_address` fill `settings`. A field of another of `drivers` is refused (`OptionError`)
     unless it holds that driver's default; a name no driver knows is a `TypeError`, as for
     any function.
     """
@@ -166,8 +219,8 @@ def build_options(
             if not owners:
                 raise TypeError(f"replay() got an unexpected keyword argument {name!r}")
             items = [next(i for i in fields(d) if i.name == name) for d in owners]
-            if any(value != _default_of(item) for item in items):
-                raise UsageError(chosen.refusal(name, flag_of(items[0]), owners))
+            if any(value != default_of(item) for item in items):
+                raise chosen.refusal(name, flag_of(items[0]), owners)
     if changes:
         kwargs["settings"] = replace(kwargs.get("settings", Settings()), **changes)
         if "tokenizer" in given and given["tokenizer"] is not None:
@@ -175,3 +228,15 @@ def build_options(
         if given.get("block_size") is not None and "block_size_given" in own:
             kwargs.setdefault("block_size_given", True)  # it wins over a server's
     return chosen(**kwargs)
+
+
+def _refused(name: str, flag: str, message: str) -> UsageError:
+    """A refusal's message as the error of field `name` when it begins with its flag."""
+    if message.startswith(flag + " "):
+        return OptionError(name, message.removeprefix(flag + " "), flag=flag)
+    return UsageError(message)
+
+
+def declared_fields(options_class: type) -> dict[str, Declared]:
+    """The declared options of an options class (and of the classes it embeds), by field."""
+    return {item.name: declared_of(item) for item in fields(options_class) if declared_of(item)}

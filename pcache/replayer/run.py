@@ -17,11 +17,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pcache.cache.capacity import blocks_for_gigabytes, resolve_model
-from pcache.errors import UsageError
-from pcache.pipeline import Settings
+from pcache.errors import OptionError, UsageError
+from pcache.options.declared import Declared
 from pcache.replayer.endpoint.options import EndpointOptions
 from pcache.replayer.engine.options import EngineOptions
-from pcache.replayer.options import ReplayOptions, build_options
+from pcache.replayer.options import ReplayOptions, build_options, declared_fields
 from pcache.replayer.report import MODES, ReplayReport
 from pcache.replayer.simulate.driver import MAX_CACHE_BLOCKS, SimulationOptions, simulate
 from pcache.replayer.simulate.options import SimulateOptions
@@ -29,8 +29,8 @@ from pcache.replayer.simulate.stream import simulate_file, streams
 from pcache.replayer.simulate.sweep import capacity_sweep
 
 Progress = Callable[[int], None] | None
-Trace = Any
-"""A trace file's path, or request bodies in arrival order."""
+Source = str | tuple[Any, ...]
+"""What a driver replays: a trace file's path, or request bodies in arrival order."""
 
 
 @dataclass(slots=True)
@@ -53,7 +53,9 @@ def replay_options(mode: str = "simulate", base: ReplayOptions | None = None, **
     """The options of driver `mode` from loose values (`build_options`), over `base`'s."""
     driver = _DRIVERS.get(mode)
     if driver is None:
-        raise UsageError(f"replay mode must be one of {', '.join(_DRIVERS)}, got {mode!r}")
+        raise OptionError(
+            "mode", f"must be one of {', '.join(_DRIVERS)}, got {mode!r}", flag="replay mode"
+        )
     drivers = [entry.options for entry in _DRIVERS.values()]
     return build_options(driver.options, drivers, given, base)
 
@@ -63,7 +65,17 @@ def driver_options() -> dict[str, type[ReplayOptions]]:
     return {mode: driver.options for mode, driver in _DRIVERS.items()}
 
 
-def run_replay(trace: Trace, options: ReplayOptions, progress: Progress = None) -> ReplayResult:
+def declared_options() -> dict[str, Declared]:
+    """Every driver's declared options by field, in the drivers' order: one declaration per
+    field, whichever drivers have it."""
+    declared: dict[str, Declared] = {}
+    for driver in _DRIVERS.values():
+        for name, item in declared_fields(driver.options).items():
+            assert declared.setdefault(name, item) is item, f"{name} is declared twice"
+    return declared
+
+
+def run_replay(trace: Source, options: ReplayOptions, progress: Progress = None) -> ReplayResult:
     """Replay `trace` with the driver whose options `options` are."""
     driver = _DRIVERS.get(options.mode)
     if driver is None or not isinstance(options, driver.options):
@@ -71,15 +83,7 @@ def run_replay(trace: Trace, options: ReplayOptions, progress: Progress = None) 
     return driver.run(trace, options, progress)
 
 
-def trace_settings(options: ReplayOptions) -> Settings:
-    return options.settings
-
-
-def simulation_options(options: SimulateOptions, kv_bytes_per_token: int) -> SimulationOptions:
-    return options.simulation_options(kv_bytes_per_token)
-
-
-def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) -> ReplayResult:
+def _run_simulation(trace: Source, options: SimulateOptions, progress: Progress) -> ReplayResult:
     shape = resolve_model(options.model)
     used = None
     if options.calibration is not None:
@@ -141,14 +145,14 @@ def _run_simulation(trace: Trace, options: SimulateOptions, progress: Progress) 
     )
 
 
-def _run_engine(trace: Trace, options: EngineOptions, progress: Progress) -> ReplayResult:
+def _run_engine(trace: Source, options: EngineOptions, progress: Progress) -> ReplayResult:
     from pcache.replayer.engine.driver import replay_engine
 
     report, name, loaded = replay_engine(trace, options, progress)
     return ReplayResult([report], False, name, loaded.skipped, loaded.reordered)
 
 
-def _run_endpoint(trace: Trace, options: EndpointOptions, progress: Progress) -> ReplayResult:
+def _run_endpoint(trace: Source, options: EndpointOptions, progress: Progress) -> ReplayResult:
     from pcache.replayer.endpoint.driver import replay_endpoint
 
     loaded = options.read_trace(trace)
@@ -161,7 +165,7 @@ def _run_endpoint(trace: Trace, options: EndpointOptions, progress: Progress) ->
 @dataclass(frozen=True, slots=True)
 class _Driver:
     options: type[ReplayOptions]
-    run: Callable[[Trace, Any, Progress], ReplayResult]
+    run: Callable[[Source, Any, Progress], ReplayResult]
 
 
 _DRIVERS: dict[str, _Driver] = {

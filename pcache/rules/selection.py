@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 
-from pcache.errors import UsageError
+from pcache.errors import OptionError, UsageError
 
 ALL = "ALL"
 
@@ -75,7 +75,10 @@ def validate(selectors: Iterable[str], known: Iterable[str], what: str) -> tuple
             if not selector:
                 continue
             if selector != ALL and not any(code.startswith(selector) for code in known):
-                raise UsageError(f"{what}: unknown rule code or prefix {selector!r}")
+                reason = f": unknown rule code or prefix {selector!r}"
+                if what.startswith("--"):  # an option's flag: the error names the option
+                    raise OptionError(what[2:].replace("-", "_"), reason, flag=what)
+                raise UsageError(f"{what}{reason}")
             result.append(selector)
     return tuple(result)
 

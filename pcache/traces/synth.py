@@ -30,7 +30,7 @@ import numpy as np
 
 from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.errors import UsageError
-from pcache.numbers import check_number
+from pcache.options.numbers import check_number
 
 WORKLOADS = ("shared-prefix", "chat", "agent")
 OUTPUTS = ("requests", "token-ids", "hash-ids")

@@ -91,25 +91,12 @@ class SimulationOptions:
     prefill_slots: int | None = None
     """Timed: at most this many prefills at once per engine (None: no limit)."""
 
-    def __post_init__(self) -> None:
-        if self.prefill_slots is not None and self.prefill_slots < 1:
-            raise UsageError(f"--prefill-slots must be at least 1, got {self.prefill_slots}")
-        if self.publish_blocks is not None and self.publish_blocks not in PUBLISH_BLOCKS:
-            raise UsageError(
-                f"--publish-blocks must be scheduled or prefilled, got {self.publish_blocks!r}"
-            )
-        if self.policy not in POLICIES:
-            raise UsageError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
-        if self.concurrency not in CONCURRENCY:
-            raise UsageError(f"--concurrency must be serial or timed, got {self.concurrency!r}")
-        if self.cache_blocks is not None and self.cache_blocks < 1:
-            raise UsageError(f"--cache-blocks must be at least 1, got {self.cache_blocks}")
-        if self.cache_blocks is not None and self.cache_blocks > MAX_CACHE_BLOCKS:
-            raise UsageError(
-                f"--cache-blocks must be at most {MAX_CACHE_BLOCKS}, got {self.cache_blocks}"
-            )
-        if not self.decode_tokens_per_s > 0:  # also refuses NaN
-            raise UsageError("--decode-rate must be positive")
+    def __post_init__(self) -> None:  # checked for users by the drivers' options
+        assert self.policy in POLICIES and self.concurrency in CONCURRENCY
+        assert self.publish_blocks in (None, *PUBLISH_BLOCKS)
+        assert self.prefill_slots is None or self.prefill_slots >= 1
+        assert self.cache_blocks is None or 1 <= self.cache_blocks <= MAX_CACHE_BLOCKS
+        assert self.decode_tokens_per_s > 0
 
     @property
     def defers_caching(self) -> bool:

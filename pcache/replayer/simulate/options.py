@@ -3,30 +3,59 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pcache.defaults import DEFAULT_MODEL
-from pcache.errors import UsageError
-from pcache.numbers import check_number
+from pcache.errors import OptionError, UsageError
+from pcache.options.declared import Declared, option
 from pcache.replayer.fleet.options import FleetOptions
-from pcache.replayer.options import ReplayOptions
-from pcache.replayer.simulate.driver import (
+from pcache.replayer.options import (
     CONCURRENCY,
-    POLICIES,
-    PROVIDER_POLICIES,
-    PUBLISH_BLOCKS,
-    SimulationOptions,
+    DECODE_RATE,
+    MODEL,
+    ReplayOptions,
+    check_field,
 )
 from pcache.replayer.ttft import TtftModel
+
+if TYPE_CHECKING:
+    from pcache.replayer.simulate.driver import SimulationOptions
 
 MAX_CACHE_GB = 1 << 30
 """An exbibyte of KV cache."""
 MAX_SWEEP_POINTS = 1000
+TTFT_FLAGS = {
+    "overhead_ms": Declared(
+        ("--ttft-overhead-ms",), "TTFT fixed overhead (ms; default 55).", "simulate", type=float
+    ),
+    "ms_per_token": Declared(
+        ("--ttft-ms-per-token",),
+        "TTFT cost per uncached token (ms; default 0.05).",
+        "simulate",
+        type=float,
+    ),
+    "ms_per_pair": Declared(
+        ("--ttft-ms-per-pair",),
+        "TTFT cost per query-key pair (ms; default 1e-6).",
+        "simulate",
+        type=float,
+    ),
+}
+"""The flags of the TTFT model's coefficients (`ttft`), by the `TtftModel` field each sets."""
 
 
 def check_concurrency(concurrency: str) -> None:
-    if concurrency not in CONCURRENCY:
-        raise UsageError(f"--concurrency must be serial or timed, got {concurrency!r}")
+    from pcache.replayer.simulate.driver import CONCURRENCY as MODES
+
+    if concurrency not in MODES:
+        raise OptionError("concurrency", f"must be serial or timed, got {concurrency!r}")
+
+
+def ttft_of(coefficients: dict[str, float | None]) -> TtftModel | None:
+    """The TTFT model of the coefficients given (the others at their defaults), or None when
+    none is (`TTFT_FLAGS`' names)."""
+    given = {name: value for name, value in coefficients.items() if value is not None}
+    return TtftModel(**given) if given else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,51 +65,90 @@ class SimulateOptions(ReplayOptions):
     mode: ClassVar[str] = "simulate"
     flags: ClassVar[tuple[str, ...]] = ("--simulate",)
 
-    policy: str = "vllm"
-    """vllm (block pool), radix (SGLang), or a hosted provider's cache (openai, ...)."""
-    cache_gb: float | None = None
-    """The capacity in GiB of `model`'s KV (instead of `cache_blocks`)."""
-    model: str = DEFAULT_MODEL
+    model: str = option(DEFAULT_MODEL, declared=MODEL)
     """The model whose KV bytes per token size the cache and price what it saves."""
-    concurrency: str = "serial"
-    decode_rate: float = 50.0
+    policy: str = option(
+        "vllm",
+        flags=("--policy",),
+        help="vllm (block pool), radix (SGLang), or a provider: openai, anthropic, gemini,"
+        " bedrock, deepseek.",
+        panel="simulate",
+        command_default="vllm",
+    )
+    """vllm (block pool), radix (SGLang), or a hosted provider's cache (openai, ...)."""
+    cache_gb: float | None = option(
+        None,
+        flags=("--cache-gb",),
+        help="Cache capacity in GiB of KV for --model.",
+        panel="simulate",
+    )
+    """The capacity in GiB of `model`'s KV (instead of `cache_blocks`)."""
+    concurrency: str = option("serial", declared=CONCURRENCY)
+    decode_rate: float = option(50.0, declared=DECODE_RATE)
     """Decode tokens/s per request (timed)."""
-    ttft: TtftModel | None = field(default=None, metadata={"flag": "--ttft-*"})
-    """The TTFT model's coefficients (None: `TtftModel()`, or the calibration's)."""
-    calibration: str | None = None
-    """A file written by `replay --engine --save-calibration`: its fit is the TTFT model."""
-    capacity_sweep: bool = False
-    sweep_points: int = 8
-    fleet: FleetOptions | None = field(default=None, metadata={"flag": "--replicas"})
-    """`--replicas`, `--router`: one pool per replica behind a router (`replayer.fleet`)."""
-    publish_blocks: str | None = None
+    publish_blocks: str | None = option(
+        None,
+        flags=("--publish-blocks",),
+        help="Timed: a request's blocks are hits from its admission (scheduled, vLLM) or"
+        " from the end of its prefill (prefilled, SGLang). Default: the --policy's engine.",
+        panel="simulate",
+    )
     """Timed: a request's blocks are hits from its admission (`scheduled`, vLLM) or from the
     end of its prefill (`prefilled`, SGLang); None: the policy's engine."""
-    prefill_slots: int | None = None
+    prefill_slots: int | None = option(
+        None,
+        flags=("--prefill-slots",),
+        help="Timed: at most N prefills at once per engine; the others wait their turn"
+        " (default: no limit).",
+        panel="simulate",
+    )
     """Timed: at most this many prefills at once per engine (None: no limit)."""
 
+    ttft: TtftModel | None = field(default=None, metadata={"flag": "--ttft-*"})
+    """The TTFT model's coefficients (None: `TtftModel()`, or the calibration's): `TTFT_FLAGS`."""
+    calibration: str | None = option(
+        None,
+        flags=("--calibration",),
+        help="--simulate: the TTFT model fitted by --save-calibration.",
+        panel="simulate",
+    )
+    """A file written by `replay --engine --save-calibration`: its fit is the TTFT model."""
+    capacity_sweep: bool = option(
+        False,
+        flags=("--capacity-sweep",),
+        help="Replay at several cache sizes.",
+        panel="simulate",
+        command_default=False,
+    )
+    sweep_points: int = option(
+        8,
+        flags=("--sweep-points",),
+        help="Cache sizes in the sweep.",
+        panel="simulate",
+        command_default=8,
+    )
+    fleet: FleetOptions | None = field(default=None, metadata={"flag": "--replicas"})
+    """`--replicas`, `--router`: one pool per replica behind a router (`replayer.fleet`)."""
+
     def __post_init__(self) -> None:
+        from pcache.replayer.simulate.driver import POLICIES, PROVIDER_POLICIES, PUBLISH_BLOCKS
+
         ReplayOptions.__post_init__(self)
         if self.policy not in POLICIES:
-            raise UsageError(f"--policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+            choices = ", ".join(POLICIES)
+            raise OptionError("policy", f"must be one of {choices}, got {self.policy!r}")
         check_concurrency(self.concurrency)
-        if self.prefill_slots is not None:
-            check_number("--prefill-slots", self.prefill_slots, minimum=1)
+        check_field(self, "prefill_slots", minimum=1)
         timed_only = (self.publish_blocks, self.prefill_slots)
         if self.concurrency != "timed" and any(value is not None for value in timed_only):
             raise UsageError("--publish-blocks and --prefill-slots apply to --concurrency timed")
         if self.publish_blocks is not None and self.publish_blocks not in PUBLISH_BLOCKS:
-            raise UsageError(
-                f"--publish-blocks must be scheduled or prefilled, got {self.publish_blocks!r}"
-            )
-        check_number("--decode-rate", self.decode_rate, above=0)
-        if self.cache_gb is not None:
-            check_number("--cache-gb", self.cache_gb, above=0, maximum=MAX_CACHE_GB)
-        check_number("--sweep-points", self.sweep_points, minimum=2, maximum=MAX_SWEEP_POINTS)
-        if self.ttft is not None:
-            check_number("--ttft-overhead-ms", self.ttft.overhead_ms, minimum=0)
-            check_number("--ttft-ms-per-token", self.ttft.ms_per_token, minimum=0)
-            check_number("--ttft-ms-per-pair", self.ttft.ms_per_pair, minimum=0)
+            reason = f"must be scheduled or prefilled, got {self.publish_blocks!r}"
+            raise OptionError("publish_blocks", reason)
+        check_field(self, "decode_rate", above=0)
+        check_field(self, "cache_gb", above=0, maximum=MAX_CACHE_GB)
+        check_field(self, "sweep_points", minimum=2, maximum=MAX_SWEEP_POINTS)
+        self._check_ttft()
         if self.cache_blocks is not None and self.cache_gb is not None:
             raise UsageError("give --cache-blocks or --cache-gb, not both")
         if self.calibration is not None and self.ttft is not None:
@@ -89,10 +157,21 @@ class SimulateOptions(ReplayOptions):
             raise UsageError("give --replicas or --capacity-sweep, not both")
         sized = self.capacity_sweep or self.cache_blocks or self.cache_gb
         if self.policy in PROVIDER_POLICIES and sized:
-            raise UsageError(
-                f"--policy {self.policy} models a hosted cache (TTL, no capacity);"
-                " --cache-blocks, --cache-gb and --capacity-sweep apply to vllm and radix"
+            raise OptionError(
+                "policy",
+                f"{self.policy} models a hosted cache (TTL, no capacity);"
+                " --cache-blocks, --cache-gb and --capacity-sweep apply to vllm and radix",
             )
+
+    def _check_ttft(self) -> None:
+        """Each coefficient of `ttft` at least 0, named by its flag."""
+        from pcache.options.numbers import number_problem
+
+        for name, declared in TTFT_FLAGS.items():
+            value = getattr(self.ttft, name) if self.ttft is not None else None
+            problem = None if value is None else number_problem(value, minimum=0)
+            if problem is not None:
+                raise OptionError("ttft", problem, flag=declared.flag)
 
     def check_plot(self) -> None:
         if not self.capacity_sweep and self.fleet is None:
@@ -100,6 +179,8 @@ class SimulateOptions(ReplayOptions):
 
     def simulation_options(self, kv_bytes_per_token: int) -> SimulationOptions:
         """What the simulator runs with, for a model of `kv_bytes_per_token`."""
+        from pcache.replayer.simulate.driver import SimulationOptions
+
         return SimulationOptions(
             policy=self.policy,
             cache_blocks=self.cache_blocks,

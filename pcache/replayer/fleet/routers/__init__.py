@@ -15,7 +15,7 @@ from dataclasses import fields
 from typing import Any
 
 from pcache.errors import UsageError
-from pcache.numbers import check_number
+from pcache.options.numbers import check_number
 
 ROUTERS = {
     "round-robin": "round_robin",
