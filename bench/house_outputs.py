@@ -79,7 +79,7 @@ def run_all(tree: Path, keep: Path | None) -> list[bytes]:
     outputs = []
     for number, command in enumerate(COMMANDS):
         done = subprocess.run(
-            [sys.executable, "-m", "pcache", *command.split()],
+            [sys.executable, "-P", "-m", "pcache", *command.split()],
             cwd=ROOT,
             env=environment,
             capture_output=True,
