@@ -34,13 +34,12 @@ from pcache.divergence.history import (
 )
 from pcache.divergence.regions import changed_regions, region_at, region_kind
 from pcache.prompt.renderers.rendered import RenderedPrompt
+from pcache.prompt.shapes.reasoning import REASONING_KEYS
 from pcache.prompt.shapes.request import KIND_TOKEN_IDS, Request, tool_names
 from pcache.text.jsonpath import get_path, head
 from pcache.text.patterns import CHANGING_CLOCK, CHANGING_ID, value_at
 from pcache.text.prefix import common_run_length
 
-REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
-"""Where assistant messages carry their reasoning."""
 EXCERPT_BEFORE = 32
 EXCERPT_AFTER = 48
 PER_USER_LIMIT = 400

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pcache.prompt.shapes.reasoning import REASONING_KEYS
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 
@@ -58,7 +59,6 @@ RULE = Rule(
 CAUSES = ("reasoning_dropped",)
 """Reported where a request's cached prefix ends at this cause (`pcache.divergence`); the
 check below reports what a provider sees that the rendered tokens may not show."""
-REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
 
 def _reasoning(message: dict) -> str:

@@ -46,8 +46,9 @@ from bisect import bisect_left
 from collections.abc import Iterator
 
 from pcache.cache.reuse import reusable
-from pcache.divergence.classify import REASONING_KEYS, RENDERED_PARAMETERS, explain
+from pcache.divergence.classify import RENDERED_PARAMETERS, explain
 from pcache.prompt.renderers.render import render
+from pcache.prompt.shapes.reasoning import REASONING_KEYS
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact

@@ -25,12 +25,9 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from pcache.prompt.renderers.interface import DEFAULT_DATE
+from pcache.prompt.shapes.reasoning import TEMPLATE_REASONING_KEYS
 
-REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
-"""Names a message's reasoning goes by; templates read `reasoning_content` (gpt-oss: `thinking`)."""
-
-
-_REASONING = frozenset(REASONING_KEYS)
+_REASONING = frozenset(TEMPLATE_REASONING_KEYS)
 
 _PINNED_DATE: ContextVar[str] = ContextVar("pinned_date", default=DEFAULT_DATE)
 
@@ -366,7 +363,7 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             prepared.append(message)
             continue
         message = {key: value for key, value in message.items() if value is not None}
-        reasoning = next((message[key] for key in REASONING_KEYS if key in message), None)
+        reasoning = next((message[key] for key in TEMPLATE_REASONING_KEYS if key in message), None)
         if reasoning is not None:
             message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
         prepared.append(message)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pcache.prompt.renderers.chat_jinja import REASONING_KEYS
+from pcache.prompt.shapes.reasoning import TEMPLATE_REASONING_KEYS
 
 OPEN = "\U000f0000"
 CLOSE = "\U000f0001"
@@ -27,7 +27,7 @@ _SENTINEL = re.compile(f"{OPEN}([\U000f0100-\U000ffffd])|{CLOSE}")
 def _marked_key(message: dict[str, Any]) -> list[str]:
     """Keys whose strings are fenced: `content` and the reasoning key templates will see."""
     keys = ["content"] if isinstance(message.get("content"), str) and message["content"] else []
-    reasoning = next((key for key in REASONING_KEYS if message.get(key) is not None), None)
+    reasoning = next((key for key in TEMPLATE_REASONING_KEYS if message.get(key) is not None), None)
     if reasoning is not None and isinstance(message[reasoning], str) and message[reasoning]:
         keys.append(reasoning)
     return keys

@@ -23,9 +23,9 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pcache.prompt.renderers.chat_jinja import REASONING_KEYS
 from pcache.prompt.renderers.marked_render import exact_message_ranges
 from pcache.prompt.renderers.rendered import Span
+from pcache.prompt.shapes.reasoning import TEMPLATE_REASONING_KEYS
 from pcache.prompt.shapes.request import Request
 
 DUMP_INDENTS = (None, 4, 2)
@@ -176,7 +176,7 @@ def _locate_function_text(function: dict[str, Any], path: str, claims: _Claims) 
 
 
 def _message_fields(message: dict[str, Any], path: str) -> Iterator[tuple[Any, str]]:
-    for key in ("content", *REASONING_KEYS):
+    for key in ("content", *TEMPLATE_REASONING_KEYS):
         if isinstance(message.get(key), str) and message[key]:
             yield message[key], f"{path}.{key}"
             if key != "content":

@@ -16,6 +16,7 @@ from pcache.errors import InputError
 from pcache.prompt.reading.loading import Document
 from pcache.prompt.shapes.detect import reader_for
 from pcache.prompt.shapes.fields import Where, json_kind
+from pcache.prompt.shapes.reasoning import REASONING_KEYS
 from pcache.prompt.shapes.request_record import KIND_ANTHROPIC as KIND_ANTHROPIC
 from pcache.prompt.shapes.request_record import KIND_BEDROCK as KIND_BEDROCK
 from pcache.prompt.shapes.request_record import KIND_GEMINI as KIND_GEMINI
@@ -55,8 +56,7 @@ ROLES = ("system", "developer", "user", "assistant", "tool", "function", "ipytho
 ANTHROPIC_ROLES = ("user", "assistant", "system")
 """Roles of Anthropic messages (`system` is also accepted inline, as some clients send it)."""
 _TEXT_KEYS = ("name", "tool_call_id")
-_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
-_MESSAGE_TEXT_KEYS = _TEXT_KEYS + _REASONING_KEYS
+_MESSAGE_TEXT_KEYS = _TEXT_KEYS + REASONING_KEYS
 
 
 def request_of(document: Document) -> Request:
