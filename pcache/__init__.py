@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from pcache.version import __version__
+
 if TYPE_CHECKING:
     from pcache.api import diff, hash, lint, replay
     from pcache.errors import (
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
         PcacheError,
     )
 
-__version__ = "0.1.0"
 __all__ = [
     "ArgumentError",
     "ArgumentTypeError",

@@ -54,3 +54,10 @@ def test_triton_only_in_the_gpu_extra():
     holders = [extra for extra, requirements in EXTRAS.items() if "triton" in names(requirements)]
     assert holders == ["gpu"] and "triton" not in names(PROJECT["dependencies"])
     assert "torch" in names(EXTRAS["engine"])  # the CPU engine needs no triton
+
+
+def test_the_version_is_the_published_one():
+    import pcache
+    from pcache.version import __version__
+
+    assert __version__ == PROJECT["version"] == pcache.__version__

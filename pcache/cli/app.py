@@ -9,8 +9,8 @@ import os
 import typer
 from typer.core import TyperGroup
 
-from pcache import __version__
 from pcache.cli import teardown
+from pcache.version import __version__
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG}
 """Errors of writing the output (input files' errors are InputErrors naming the file)."""

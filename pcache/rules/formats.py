@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import orjson
 
-from pcache import __version__
+from pcache.version import __version__
 
 INFORMATION_URI = "https://github.com/pcache/pcache"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -100,7 +100,7 @@ def auxiliary_routes(
         return JSONResponse({"prompt": codec.decode(tokens)})
 
     async def version(request: Request) -> Response:
-        from pcache import __version__
+        from pcache.version import __version__
 
         return JSONResponse({"version": __version__})
 
