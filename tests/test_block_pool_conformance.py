@@ -11,7 +11,7 @@ from pcache.cache.block_pool import (
     KVCacheBlock,
 )
 from pcache.cache.hashing import HashSettings, block_hashes, vllm_hash, vllm_none_hash
-from pcache.cache.kv_cache_manager import CachingMetrics, KVCacheManager, PrefixCacheStats
+from pcache.cache.kv_cache_manager import KVCacheManager
 from pcache.cache.request import CacheRequest
 
 C3 = [0] * 16 + [1] * 16 + [2] * 16
@@ -267,7 +267,7 @@ def test_s14_stats_disabled():
     assert m.prefix_cache_stats is None and m.make_prefix_cache_stats() is None
 
 
-def test_s15_maybe_evict_cached_block():
+def test_s15_evict_one_cached_block():
     pool = BlockPool(4)
     keys = ["k0", "k1", "k2", "k0"]
     for block, key in zip(pool.blocks, keys, strict=True):
@@ -278,14 +278,12 @@ def test_s15_maybe_evict_cached_block():
         "k1": [1],
         "k2": [2],
     }
-    pool._maybe_evict_cached_block(pool.blocks[1])
-    pool._maybe_evict_cached_block(pool.blocks[0])
+    assert pool.evict([pool.blocks[1]]) == pool.evict([pool.blocks[0]]) == 1
     assert {k: ids(v) for k, v in pool.cached_block_hash_to_block.items()} == {
         "k0": [3],
         "k2": [2],
     }
-    pool._maybe_evict_cached_block(pool.blocks[2])
-    pool._maybe_evict_cached_block(pool.blocks[3])
+    assert pool.evict([pool.blocks[2]]) == pool.evict([pool.blocks[3]]) == 1
     assert len(pool.cached_block_hash_to_block) == 0
 
 
@@ -426,29 +424,6 @@ def test_u12_u15_hash_chain():
     none_hash = vllm_none_hash("sha256")
     assert h0 == vllm_hash("sha256", (none_hash, (0, 1, 2), None))
     assert h1 == vllm_hash("sha256", (h0, (3, 4, 5), None))
-
-
-def test_u16_u17_caching_metrics():
-    metrics = CachingMetrics(max_recent_requests=5)
-    assert metrics.hit_rate == 0.0
-    metrics.observe(PrefixCacheStats(requests=1, queries=20, hits=9))
-    assert metrics.hit_rate == pytest.approx(0.45)
-    metrics.observe(PrefixCacheStats())
-    metrics.observe(PrefixCacheStats(requests=4, queries=80, hits=16))
-    assert metrics.hit_rate == pytest.approx(0.25)
-    metrics.observe(PrefixCacheStats(requests=1, queries=10, hits=2))
-    assert (
-        metrics.aggregated_requests,
-        metrics.aggregated_query_total,
-        metrics.aggregated_query_hit,
-    ) == (5, 90, 18)
-    assert metrics.hit_rate == pytest.approx(0.2)
-    metrics.observe(PrefixCacheStats(requests=11, queries=20, hits=10))
-    assert metrics.hit_rate == pytest.approx(0.5)
-    metrics.observe(PrefixCacheStats(requests=22, queries=40, hits=30))
-    assert metrics.hit_rate == pytest.approx(0.75)
-    metrics.reset()
-    assert metrics.empty and metrics.hit_rate == 0.0
 
 
 @pytest.mark.parametrize(("lookahead", "expected"), [(2, 2), (4, 2)])

@@ -123,9 +123,6 @@ class BlockPool:
         returns how many were evicted."""
         return self.rekey(blocks, repeat(None)) if self.enable_caching else 0
 
-    def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
-        return self.evict((block,)) == 1
-
     def rekey(self, blocks: Iterable[KVCacheBlock], keys: Iterable[BlockHash | None]) -> int:
         """Evict each block's hash and give it its key from `keys` (pairwise; None: none):
         the one place blocks are evicted and cached. Returns how many were evicted."""

@@ -137,11 +137,6 @@ class UsageScanner:
         self.response = response_of(payload) or self.response
 
 
-def scan_content(content: bytes, content_type: str) -> dict[str, Any] | None:
-    """The usage of a response whose (decoded) content is already in memory."""
-    return scanned(content, content_type).usage
-
-
 def scanned(content: bytes, content_type: str) -> UsageScanner:
     """The finished scanner of a response whose content is already in memory."""
     scanner = UsageScanner(content_type)

@@ -65,7 +65,6 @@ class Costs:
         self.earlier: dict[int, Earlier] = {}
         """Each cached request (by its number), while the cache can still name it as the
         holder of a prefix."""
-        self.expired_nodes = 0
         self.forget_at = FORGET_EVERY
         self.namespaces: set[str | None] = set()
 
@@ -73,7 +72,7 @@ class Costs:
         """The longest cached prefix of the request (before it is settled), once what expired
         before it was sent is forgotten."""
         if self.index.lifetime_ms is not None:
-            self.expired_nodes += self.index.expire(current.request.timestamp)
+            self.index.expire(current.request.timestamp)
         return self.index.match(current.token_ids, current.request.cache_salt)
 
     @property

@@ -26,7 +26,6 @@ from typing import Any
 from pcache.errors import UsageError
 
 MEDIUM_GPU = "GPU"
-EVENT_TYPES = ("BlockStored", "BlockRemoved", "AllBlocksCleared")
 INT_HASH_MASK = (1 << 64) - 1
 EXTRA_HINT = "pip install 'pcache[events]'"
 

@@ -46,7 +46,6 @@ class KVEventPublisher:
         self.topic = topic.encode()
         self.data_parallel_rank = data_parallel_rank
         self.sequence = 0
-        self.num_events = 0
         self._socket: Any = None
         self._context: Any = None
         self._pool: Any = None
@@ -87,7 +86,6 @@ class KVEventPublisher:
         payload = encode_batch(events, data_parallel_rank=self.data_parallel_rank)
         self._socket.send_multipart((self.topic, sequence_bytes(self.sequence), payload))
         self.sequence += 1
-        self.num_events += len(events)
 
     def close(self) -> None:
         if self._socket is not None:

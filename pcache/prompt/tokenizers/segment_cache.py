@@ -274,7 +274,7 @@ class SegmentCachedRenderer:
         self._deferred = isinstance(renderer, DeferredRenderer)
         self.enabled = self.encoder is not None
         self._prefetched: dict[str, Parts] = {}
-        """The cuts of the texts `prefetch` was given, until `segments` asks for them."""
+        """The cuts of the texts `prefetch_later` was given, until `segments` asks for them."""
         self._pending: dict[str, None] = {}
         """Pieces `prefetch_later` is encoding in the background, until `receive`."""
         self._background: Any = None
@@ -302,16 +302,12 @@ class SegmentCachedRenderer:
         if batch is not None:
             batch.threads = max(1, jobs)
 
-    def prefetch(self, texts: list[str]) -> None:
-        """Encode the pieces of all `texts` that are not cached yet, in one batch: the later
-        `encode_segments` of each text reads them from the cache."""
-        self.receive(self.prefetch_later(texts, background=False))
-
     def prefetch_later(self, texts: list[str], background: bool = True) -> PendingPieces:
-        """`prefetch` in two steps: cut `texts` and start encoding the pieces neither cached
-        nor already on their way, on a background thread (`background`: the caller goes on
-        with other work meanwhile) or here; `receive` then caches them, before the texts'
-        `encode_segments`. The ids do not depend on where they are encoded."""
+        """Encode the pieces of all `texts` that are not cached yet, in one batch, in two
+        steps: cut `texts` and start encoding the pieces neither cached nor already on their
+        way, on a background thread (`background`: the caller goes on with other work
+        meanwhile) or here; `receive` then caches them, before the texts' `encode_segments`.
+        The ids do not depend on where they are encoded."""
         if self.encoder is None:
             return PendingPieces({}, [], [])
         cache, pending = self.pieces, self._pending
