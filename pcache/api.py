@@ -71,7 +71,7 @@ def diff(
     >>> result.cause.kind, result.cause.b_path, result.first_divergence_token
     """
     from pcache import api_arguments as check
-    from pcache.divergence.compare import compare
+    from pcache.comparison import compare
 
     a, b = check.request("diff", "a", a), check.request("diff", "b", b)
     settings = _settings("diff", tokenizer, block_size, hash_algo, cache_salt, date)

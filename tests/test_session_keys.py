@@ -8,7 +8,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pcache.divergence.history import squash
-from pcache.rules.sessions import message_key
+from pcache.divergence.sessions import message_key
 
 SPACES = list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u2028\u3000")
 PARTS = st.sampled_from([*SPACES, "a", "B", ".", "e\u0301", "\u00e9"]) | st.characters()

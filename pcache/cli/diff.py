@@ -47,7 +47,7 @@ def diff_command(
     Example: pcache diff samples/a.json samples/b.json
     """
     from pcache.cli.console import stdout, write_json
-    from pcache.divergence.compare import compare
+    from pcache.comparison import compare
     from pcache.errors import UsageError
     from pcache.pipeline import Settings
     from pcache.prompt.reading.tables import with_columns

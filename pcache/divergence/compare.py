@@ -1,15 +1,15 @@
 """Where two requests stop sharing a cached prefix, how much each cache reuses, and why.
 
-Pure functions on two hashed prompts (`compare` loads and hashes them first); the cause comes
-from the one classifier (`pcache.divergence.classify`) with the lint rule it breaks, exactly as
-`pcache lint` reports it; `pcache.cli.diff` renders the result.
+Pure functions on two hashed prompts (`pcache.comparison.compare` loads and hashes them first,
+and names the lint rule the cause breaks); the cause comes from the one classifier
+(`pcache.divergence.classify`), exactly as `pcache lint` reports it; `pcache.cli.diff` renders
+the result.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
@@ -21,9 +21,10 @@ from pcache.cache.profiles import (
     reusable_tokens,
 )
 from pcache.divergence.classify import Cause, explain, make_cause
-from pcache.pipeline import HashedPrompt, Settings, hash_requests
+from pcache.divergence.sessions import pair_continues
+from pcache.pipeline import HashedPrompt
 from pcache.prompt.renderers.rendered import RenderedPrompt
-from pcache.prompt.shapes.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_TOKEN_IDS, Request
+from pcache.prompt.shapes.request import KIND_ANTHROPIC, KIND_BEDROCK, KIND_TOKEN_IDS
 from pcache.text.prefix import common_prefix_length
 
 
@@ -58,40 +59,9 @@ class DiffResult:
         return orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)
 
 
-@dataclass(slots=True)
-class Comparison:
-    """A diff and the two hashed prompts it compared (the text view quotes their text)."""
-
-    result: DiffResult
-    a: HashedPrompt
-    b: HashedPrompt
-
-
-def same_conversation(a: Request, b: Request) -> bool:
-    """Whether B continues A's conversation (`pcache.rules.sessions.pair_continues`)."""
-    from pcache.rules.sessions import pair_continues
-
-    return pair_continues(a, b)
-
-
-def rule_of(kind: str) -> dict[str, str] | None:
-    """The lint rule a cause breaks, as `{"code", "name"}` (None: a neutral cause)."""
-    from pcache.rules import RULE_FOR_CAUSE
-
-    rule = RULE_FOR_CAUSE.get(kind)
-    return None if rule is None else {"code": rule.code, "name": rule.name}
-
-
-def compare(a: Any, b: Any, settings: Settings) -> Comparison:
-    """Load, render and hash two requests (paths, bodies, SDK objects), then diff them."""
-    from pcache.prompt.reading.held import one_request
-
-    hashed_a, hashed_b = hash_requests([one_request(a, "A"), one_request(b, "B")], settings)
-    return Comparison(diff(hashed_a, hashed_b), hashed_a, hashed_b)
-
-
 def diff(a: HashedPrompt, b: HashedPrompt) -> DiffResult:
-    """Compare two hashed prompts rendered with the same settings."""
+    """Compare two hashed prompts rendered with the same settings (the cause's `rule` is left
+    for the caller: `pcache.comparison.compare` names it)."""
     ra, rb = a.rendered, b.rendered
     size = a.settings.block_size
     common = common_prefix_length(ra.token_ids, rb.token_ids)
@@ -101,14 +71,12 @@ def diff(a: HashedPrompt, b: HashedPrompt) -> DiffResult:
     cause = None
     char = None
     if not same_tokens:
-        found = explain(ra, rb, common, same_conversation=same_conversation(ra.request, rb.request))
+        found = explain(ra, rb, common, same_conversation=pair_continues(ra.request, rb.request))
         char, cause = found.a_char, found.cause
     elif a.settings.cache_salt != b.settings.cache_salt:
         cause = make_cause("cache_salt", None, None, "", "", detail="cache_salt differs")
     else:
         cause = make_cause("identical", None, None, "", "")
-    if cause is not None:
-        cause.rule = rule_of(cause.kind)
     start = (common // size) * size if divergence is not None else 0
     return DiffResult(
         a=ra.request.label,

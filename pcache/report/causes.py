@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from pcache.divergence.causes import CAUSES
 from pcache.divergence.classify import explain, make_cause
-from pcache.divergence.compare import rule_of, same_conversation
+from pcache.divergence.sessions import pair_continues
 from pcache.prompt.reading.loading import Document, iter_documents
 from pcache.prompt.renderers.render import render
 from pcache.prompt.shapes.request import request_from_document
 from pcache.report.tree import Branch, iter_branches
+from pcache.rules import rule_of
 from pcache.text.prefix import common_prefix_length
 
 NO_TEXT = "the block ids differ (a hash-id trace carries no text to say why)"
@@ -95,7 +96,7 @@ def explain_branch_points(
             if token == ra.num_tokens == rb.num_tokens:  # same tokens: the namespaces differ
                 cause = make_cause("cache_salt", None, None, "", "")
             else:
-                same = same_conversation(ra.request, rb.request)
+                same = pair_continues(ra.request, rb.request)
                 cause = explain(ra, rb, token, same_conversation=same).cause
             a_label, b_label = ra.request.label, rb.request.label
         else:

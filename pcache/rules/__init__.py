@@ -52,6 +52,12 @@ def _rule_for_cause() -> dict[str, Rule]:
 RULE_FOR_CAUSE: dict[str, Rule] = _rule_for_cause()
 
 
+def rule_of(kind: str) -> dict[str, str] | None:
+    """The lint rule a divergence cause breaks, as `{"code", "name"}` (None: a neutral cause)."""
+    rule = RULE_FOR_CAUSE.get(kind)
+    return None if rule is None else {"code": rule.code, "name": rule.name}
+
+
 def module_for(code: str) -> ModuleType | None:
     for module in REGISTRY:
         if module.RULE.code == code:

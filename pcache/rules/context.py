@@ -214,7 +214,7 @@ class RequestContext:
     def prefix_part(self) -> bytes:
         """The shared part as sent (`sessions.prefix_part`), computed once."""
         if self._prefix_part is None:
-            from pcache.rules.sessions import prefix_part
+            from pcache.divergence.sessions import prefix_part
 
             self._prefix_part = prefix_part(self.request)
         return self._prefix_part

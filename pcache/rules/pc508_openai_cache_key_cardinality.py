@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
+from pcache.divergence.sessions import continues, distinct_conversations
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.sessions import continues, distinct_conversations
 from pcache.rules.slots import openai_applies, raw_path
 
 RULE = Rule(

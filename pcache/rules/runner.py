@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pcache.cache.profiles import load_profile, longest_ttl_seconds
+from pcache.divergence.sessions import SessionTracker
 from pcache.errors import InputError, UsageError
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
 from pcache.process.gc_pause import paused_gc
@@ -49,7 +50,6 @@ from pcache.rules.fixed_writer import FixedWriter
 from pcache.rules.fixes import fix_files
 from pcache.rules.patterns import short
 from pcache.rules.selection import Selection
-from pcache.rules.sessions import SessionTracker
 from pcache.rules.summary import LintReport, LintSummary, RuleTotal
 from pcache.text.prefix import common_prefix_length
 

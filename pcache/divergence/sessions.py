@@ -76,8 +76,6 @@ class SessionTracker:
         self.count = 0
         self.clock: float | None = None
         """The latest timestamp seen."""
-        self.closed_idle = 0
-        """Sessions closed because they were idle for longer than the lifetime."""
 
     def close_idle(self, now: float | None) -> None:
         """Close the sessions whose latest request is older than the lifetime before `now`
@@ -94,7 +92,6 @@ class SessionTracker:
             if request.timestamp is None or request.timestamp >= cutoff:
                 break
             self._forget(session, request)
-            self.closed_idle += 1
 
     def _forget(self, session: str, request: Request) -> None:
         del self.latest[session]

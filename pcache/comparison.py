@@ -1,0 +1,31 @@
+"""`pcache diff`'s one function: two requests loaded, rendered, hashed and diffed, and the cause
+named with the lint rule it breaks (`pcache.rules.rule_of`), as `pcache lint` reports it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pcache.divergence.compare import DiffResult, diff
+from pcache.pipeline import HashedPrompt, Settings, hash_requests
+from pcache.rules import rule_of
+
+
+@dataclass(slots=True)
+class Comparison:
+    """A diff and the two hashed prompts it compared (the text view quotes their text)."""
+
+    result: DiffResult
+    a: HashedPrompt
+    b: HashedPrompt
+
+
+def compare(a: Any, b: Any, settings: Settings) -> Comparison:
+    """Load, render and hash two requests (paths, bodies, SDK objects), then diff them."""
+    from pcache.prompt.reading.held import one_request
+
+    hashed_a, hashed_b = hash_requests([one_request(a, "A"), one_request(b, "B")], settings)
+    result = diff(hashed_a, hashed_b)
+    if result.cause is not None:
+        result.cause.rule = rule_of(result.cause.kind)
+    return Comparison(result, hashed_a, hashed_b)
