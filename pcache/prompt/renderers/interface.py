@@ -14,15 +14,13 @@ templates as text) and `WrappingRenderer` (delegates to an inner renderer).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pcache.defaults import DEFAULT_DATE
+from pcache.prompt.renderers.provenance import DeferredSpans
 from pcache.prompt.renderers.rendered import Span
 from pcache.prompt.shapes.request import Request
-
-if TYPE_CHECKING:
-    from pcache.prompt.renderers.provenance import DeferredSpans
-    from pcache.prompt.tokenizers.segment_cache import Parts, PieceEncoder
+from pcache.prompt.tokenizers.pieces import Parts, PieceEncoder
 
 
 @dataclass(frozen=True, slots=True)

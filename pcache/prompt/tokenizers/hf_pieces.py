@@ -22,11 +22,8 @@ from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
 
+from pcache.prompt.tokenizers.pieces import Parts
 from pcache.prompt.tokenizers.threads import ThreadedEncoder
-
-Parts = list[str]
-"""A text cut at its special tokens: ordinary pieces at even indices ("" between two adjacent
-specials), the special tokens' text at odd ones, as `re.split` with one group returns them."""
 
 
 class HFPieces:

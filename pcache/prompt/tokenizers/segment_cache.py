@@ -25,7 +25,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any
 
 from pcache.prompt.renderers.interface import (
     DeferredRenderer,
@@ -39,32 +39,10 @@ from pcache.prompt.renderers.provenance import DeferredSpans
 from pcache.prompt.renderers.rendered import Span
 from pcache.prompt.shapes.request import Request
 from pcache.prompt.tokenizers.hf_pieces import running_starts, tiktoken_byte_lengths
+from pcache.prompt.tokenizers.pieces import Parts, PieceEncoder
 from pcache.prompt.tokenizers.threads import ThreadedEncoder
 
 _LENGTHS: dict[str, list[int]] = {}
-
-Parts = list[str]
-"""A text cut at its special tokens: ordinary pieces at even indices ("" between two adjacent
-specials), the special tokens' text at odd ones, as `re.split` with one group returns them."""
-
-
-class PieceEncoder(Protocol):
-    """How one tokenizer cuts text, and how it encodes the pieces between the cuts."""
-
-    special_ids: dict[str, int]
-    """The id of every special token `parts` cuts at."""
-
-    def parts(self, text: str) -> Parts | None:
-        """The text cut where the tokenizer cuts it; None: this text cannot be cut."""
-        ...
-
-    def encode_pieces(self, pieces: list[str]) -> Sequence[Sequence[int]]:
-        """The ids of each piece (lists or 4-byte arrays)."""
-        ...
-
-    def piece_starts(self, piece: str, ids: list[int]) -> list[int]:
-        """Each token's first character within `piece`."""
-        ...
 
 
 def _vocabulary_lengths(encoding: Any) -> list[int]:
