@@ -4,6 +4,7 @@ graph is `bench/import_graph.py`'s (`python bench/import_graph.py` prints it).""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "import_graph.py"
@@ -11,6 +12,12 @@ _spec = importlib.util.spec_from_file_location("import_graph", BENCH)
 assert _spec is not None and _spec.loader is not None
 import_graph = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(import_graph)
+_metrics = importlib.util.spec_from_file_location(
+    "house_metrics", BENCH.parent / "house_metrics.py"
+)
+assert _metrics is not None and _metrics.loader is not None
+house_metrics = importlib.util.module_from_spec(_metrics)
+_metrics.loader.exec_module(house_metrics)
 
 
 def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
@@ -38,6 +45,21 @@ def test_no_import_cycles():
     assert len(graph) > 100 and "pcache.cache.block_pool" in graph
     found = import_graph.cycles(graph)
     assert not found, "import cycles:\n" + import_graph.describe(found)
+
+
+def test_folders_import_only_downwards():
+    """Between folders (`pcache.X` for every module under `pcache/X/`, a root module its own
+    node) imports go one way, lazy imports included: no folder imports one that imports it."""
+    graph = import_graph.import_graph()
+    found = house_metrics.folder_cycles(graph)
+    folder = house_metrics.folder_of
+    edges = [
+        f"{module} -> {name}"
+        for module, imported in sorted(graph.items())
+        for name in sorted(imported)
+        if any((folder(module), folder(name)) in itertools.pairwise(circle) for circle in found)
+    ]
+    assert not found, f"folder circles {found}, by the imports:\n" + "\n".join(edges)
 
 
 def test_ray_is_imported_by_its_executor_only_and_only_when_made():
