@@ -45,9 +45,10 @@ def served(**options):
 
 
 @contextlib.contextmanager
-def serve_process(*arguments: str):
-    """The base URL of `python -m pcache serve --port 0 ...` in a child, stopped by its PID."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def serve_process(*arguments: str, env: dict[str, str] | None = None):
+    """The base URL of `python -m pcache serve --port 0 ...` in a child (`env`: more of its
+    environment), stopped by its PID."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     child = subprocess.Popen(
         [sys.executable, "-m", "pcache", "serve", "--port", "0", *arguments],
         stderr=subprocess.PIPE,

@@ -125,7 +125,7 @@ def test_an_engine_process_that_dies_fails_its_requests_and_health_says_so():
     with served(engine_process=True) as (url, server):
         lines = asyncio.run(stream_until_killed(url, server.engine_loop.pid))
         assert lines[-1] == "data: [DONE]"
-        assert "the engine process exited" in lines[-2] and '"code":500' in lines[-2]
+        assert "the engine process exited" in lines[-2] and '"code":503' in lines[-2]
         deadline = time.monotonic() + 10
         while httpx.get(f"{url}/health").status_code == 200:
             assert time.monotonic() < deadline

@@ -60,7 +60,8 @@ def serve_command(
         str | None,
         typer.Option(
             "--kv-events",
-            help="Publish vLLM's KV events (ZMQ PUB, e.g. tcp://127.0.0.1:5557; pcache[events]).",
+            help="Publish vLLM's KV events (pcache[events]): a port (bound on loopback) or a ZMQ"
+            " endpoint (tcp://*:5557 binds every interface; tcp://HOST:PORT connects there).",
         ),
     ] = None,
     kv_events_topic: Annotated[
@@ -81,6 +82,26 @@ def serve_command(
             help="Run the engine in a thread of the server's process, not in its own process.",
         ),
     ] = False,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar=["PCACHE_API_KEY", "VLLM_API_KEY"],
+            show_envvar=True,
+            help="Every route but /health (and /metrics) needs Authorization: Bearer KEY.",
+        ),
+    ] = None,
+    metrics_auth: Annotated[
+        bool, typer.Option("--metrics-auth", help="/metrics needs the --api-key too.")
+    ] = False,
+    enable_admin_routes: Annotated[
+        bool,
+        typer.Option(
+            "--enable-admin-routes",
+            help="Without --api-key, answer /reset_prefix_cache and /flush_cache on a"
+            " non-loopback --host too (on loopback they always answer).",
+        ),
+    ] = False,
     log_level: Annotated[
         str, typer.Option("--log-level", help="uvicorn's: critical, error, warning, info, debug.")
     ] = "warning",
@@ -94,8 +115,9 @@ def serve_command(
     from pcache.cli.console import stderr
     from pcache.engine.config import torch_device
     from pcache.engine.cpus import parse_cpu_list
-    from pcache.errors import UsageError
+    from pcache.errors import EngineError, UsageError
     from pcache.serve.app import ServeOptions, build_server, create_app
+    from pcache.serve.auth import is_loopback
 
     if block_size & (block_size - 1):
         raise UsageError(f"--block-size must be a power of two, got {block_size}")
@@ -116,7 +138,12 @@ def serve_command(
         kv_events_topic=kv_events_topic,
         engine_process=not engine_thread,
         engine_cpus=None if engine_cpus is None else parse_cpu_list(engine_cpus),
+        api_key=api_key,
+        metrics_auth=metrics_auth,
+        admin_routes=enable_admin_routes or is_loopback(host),
     )
+    if metrics_auth and api_key is None:
+        raise UsageError("--metrics-auth needs --api-key")
     server = build_server(options)
     listener = bind(host, port)
     bound_port = listener.getsockname()[1]
@@ -129,7 +156,13 @@ def serve_command(
         f" on http://{host}:{bound_port}/v1" + (f", KV events on {kv_events}" if kv_events else ""),
         markup=False,
     )
-    uvicorn.Server(config).run(sockets=[listener])
+    for warning in exposure_warnings(host, api_key, kv_events):
+        stderr.print(f"pcache: warning: {warning}", markup=False)
+    runner = uvicorn.Server(config)
+    failure = watch_engine(server, runner)
+    runner.run(sockets=[listener])
+    if failure:
+        raise EngineError(f"the engine stopped ({failure[0]}); the server exited")
 
 
 def bind(host: str, port: int):
@@ -147,3 +180,49 @@ def bind(host: str, port: int):
         raise UsageError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
     listener.set_inheritable(True)
     return listener
+
+
+ENGINE_FAILURE_GRACE_S = 1.0
+"""How long a server whose engine stopped answers 503 (and /health 503) before it exits."""
+
+
+def exposure_warnings(host: str, api_key: str | None, kv_events: str | None) -> list[str]:
+    """What the server shows beyond this machine to anyone who can reach it."""
+    from pcache.serve.auth import is_loopback
+    from pcache.serve.kv_events import is_wildcard
+
+    warnings = []
+    if api_key is None and not is_loopback(host):
+        warnings.append(
+            f"--host {host} without --api-key: anyone who can reach the port can run"
+            " completions and /tokenize (the admin routes stay off; --enable-admin-routes)"
+        )
+    if kv_events is not None and is_wildcard(kv_events):
+        warnings.append(
+            f"--kv-events {kv_events} binds every interface: BlockStored events carry the"
+            " prompts' token ids to anyone who subscribes (a bare port binds loopback)"
+        )
+    return warnings
+
+
+def watch_engine(server, runner) -> list[str]:
+    """Stop uvicorn once the engine has stopped (killed, out of memory, a failed check),
+    `ENGINE_FAILURE_GRACE_S` after the requests in flight were failed with a 503; the list
+    gets the failure, for the exit code."""
+    import threading
+    import time
+
+    failure: list[str] = []
+
+    def watch() -> None:
+        while not runner.should_exit:
+            reason = server.engine_loop.failure
+            if reason is not None:
+                failure.append(reason)
+                time.sleep(ENGINE_FAILURE_GRACE_S)
+                runner.should_exit = True
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=watch, name="pcache-engine-watch", daemon=True).start()
+    return failure

@@ -1,8 +1,9 @@
 """Append whole JSONL lines to a file from any number of threads and event loops.
 
 Each line goes out in one `write` on a descriptor opened with O_APPEND, under a lock, so lines
-never interleave. A failure to write is logged once and swallowed: recording must never break
-the request it records.
+never interleave. A recording holds prompts: a file it creates is readable by its owner only
+(0600), and a file that exists keeps the mode it has. A failure to write is logged once and
+swallowed: recording must never break the request it records.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import threading
 from pathlib import Path
 
 logger = logging.getLogger("pcache.record")
+
+RECORDING_MODE = 0o600
+"""The mode of a recording pcache creates (it holds prompts): its owner's only."""
 
 
 class LineWriter:
@@ -57,7 +61,7 @@ def _open_for_append(path: Path) -> int:
     anything but a regular file is refused like any other failure to write.
     """
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    descriptor = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+    descriptor = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), RECORDING_MODE)
     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
         raise OSError(f"{path} is not a regular file")

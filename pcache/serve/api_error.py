@@ -14,15 +14,19 @@ class ApiError(Exception):
         message: str,
         error_type: str = "invalid_request_error",
         param: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.error_type = error_type
         self.param = param
+        self.code = code
+        """OpenAI's error code (`invalid_api_key`...); None: the HTTP status, as vLLM sends."""
 
     def __reduce__(self):  # pickled whole: the engine's process sends them to the server
-        return (type(self), (self.status, self.message, self.error_type, self.param))
+        args = (self.status, self.message, self.error_type, self.param, self.code)
+        return (type(self), args)
 
     def body(self) -> dict[str, Any]:
         return {
@@ -30,7 +34,7 @@ class ApiError(Exception):
                 "message": self.message,
                 "type": self.error_type,
                 "param": self.param,
-                "code": self.status,
+                "code": self.status if self.code is None else self.code,
             }
         }
 

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 
 from pcache.defaults import DEFAULT_BLOCK_SIZE
-from pcache.errors import EngineError
+from pcache.errors import EngineError, UsageError
 from pcache.serve.api_error import ApiError
+from pcache.serve.auth import AccessControl
 from pcache.serve.auxiliary import auxiliary_routes
 from pcache.serve.body import BODY_TIMEOUT_S, MAX_BODY_BYTES, read_json
 from pcache.serve.engine_loop import EngineFacts, EngineLoop
@@ -54,6 +56,12 @@ class ServeOptions:
     """Run the engine in a process of its own (`pcache serve`'s default), not in a thread."""
     engine_cpus: tuple[int, ...] | None = None
     """The CPUs the engine's threads run on (`pcache.engine.cpus`); None: anywhere."""
+    api_key: str | None = None
+    """The Bearer key every route but /health needs (`pcache.serve.auth`); None: no key."""
+    metrics_auth: bool = False
+    """/metrics needs the key too."""
+    admin_routes: bool = True
+    """Without a key, /reset_prefix_cache and /flush_cache answer (else 403)."""
 
 
 @dataclass(slots=True)
@@ -80,6 +88,8 @@ def build_server(options: ServeOptions) -> Server:
 
     if options.max_waiting < 1:
         raise EngineError("--max-waiting must be at least 1")
+    if options.api_key is not None and not options.api_key.strip():
+        raise UsageError("--api-key must not be empty")
     config = EngineConfig(
         model=options.model,
         device=options.device,
@@ -150,8 +160,8 @@ def build_server(options: ServeOptions) -> Server:
 
 
 def create_app(server: Server) -> Starlette:
-    """The Starlette app of one server: its routes, its error handlers, and a lifespan that
-    starts the engine's host and stops it."""
+    """The Starlette app of one server: its routes, its error handlers, its access control
+    (`pcache.serve.auth`), and a lifespan that starts the engine's host and stops it."""
     engine_loop = server.engine_loop
     options = server.options
 
@@ -175,6 +185,14 @@ def create_app(server: Server) -> Starlette:
             *GenerationRoutes(server, body_of, check_model).routes(),
             *service_routes(server),
             *auxiliary_routes(server, body_of, check_model),
+        ],
+        middleware=[
+            Middleware(
+                AccessControl,
+                api_key=options.api_key,
+                metrics_auth=options.metrics_auth,
+                admin_routes=options.admin_routes,
+            )
         ],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,

@@ -510,7 +510,10 @@ SHUTTING_DOWN = ApiError(503, "the server is shutting down", "service_unavailabl
 def check_admission(host: Any, stopping: bool) -> None:
     """Refuse a request as `submit` must: 503 when the engine is not running, 429 when
     `host.max_waiting` requests are already waiting."""
-    if host.failure is not None or stopping:
+    if host.failure is not None:
+        message = f"the engine is not running (engine failure: {host.failure})"
+        raise ApiError(503, message, "service_unavailable")
+    if stopping:
         raise ApiError(503, "the engine is not running", "service_unavailable")
     if host.num_waiting >= host.max_waiting:
         host.metrics.rejected.inc()

@@ -11,8 +11,9 @@ The two talk over a socket pair, one pickled message at a time
 each step the child sends one message with the step's events, the metric calls the core
 made, its queue lengths and the KV cache's usage, which a reader thread of the server hands
 to the requests' queues and to the server's metrics. The child ends when told to stop or
-when the server goes away (its end of the socket closes); a child that ends on its own fails
-the requests in flight (500) and /health says 503.
+when the server goes away (its end of the socket closes); a child that ends on its own
+(killed, out of memory) fails the requests in flight with a 503 that says so, /health says
+503, and `pcache serve` exits (`pcache.cli.serve.watch_engine`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 from pcache.engine.allocator import ask_for_huge_pages
 from pcache.engine.cpus import bind_to
 from pcache.errors import EngineError, UsageError
-from pcache.serve.api_error import ApiError, error_for_status
+from pcache.serve.api_error import ApiError
 from pcache.serve.engine_loop import (
     SHUTTING_DOWN,
     SWITCH_INTERVAL_S,
@@ -194,6 +195,9 @@ class EngineProcess:
             self._send(("add", (submission, arrival)))
         except (OSError, ValueError):
             self.streams.deliver([(submission.request_id, self._gone())])
+            return
+        if self.failure is not None:  # it died while this one was sent: nobody will answer
+            self.streams.deliver([(submission.request_id, self._gone())])
 
     def abort(self, request_id: str, reason: str = "abort") -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -215,7 +219,9 @@ class EngineProcess:
             self._connection.send(message)
 
     def _gone(self) -> ApiError:
-        return error_for_status(500, f"engine failure: {self.failure or 'the engine stopped'}")
+        """The answer of a request the engine process will never finish: 503, with why."""
+        message = f"engine failure: {self.failure or 'the engine stopped'}"
+        return ApiError(503, message, "service_unavailable")
 
     # -- reader thread -------------------------------------------------------------------------
 

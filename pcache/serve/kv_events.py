@@ -3,12 +3,14 @@
 Once per engine step the pool's queued events (`BlockPool.take_events`) go out as one
 `KVEventBatch` on a ZMQ PUB socket bound to the endpoint (`pcache.serve.kv_event_wire` has
 the format), numbered from 0 as vLLM numbers them. A fresh pool (after a failed step the
-engine starts afresh) is announced by `AllBlocksCleared`. As vLLM 0.32 does, the socket binds
-a wildcard (`tcp://*:5557`) or ipc/inproc endpoint and connects to any other, where a
-subscriber (llm-d's indexer, `replay --kv-events`) has bound it; it is set up when the server
-is built (a bad endpoint fails before the HTTP port opens), and from then on only the engine's
-thread uses and closes it (ZMQ sockets are not thread-safe). There is no replay socket: a
-subscriber that joins late misses what was sent before it.
+engine starts afresh) is announced by `AllBlocksCleared`. A bare port (`--kv-events 5557`) is
+bound on loopback: BlockStored events carry the prompts' token ids, so they reach no one
+beyond this machine unless asked for. Otherwise, as vLLM 0.32 does, the socket binds a
+wildcard (`tcp://*:5557`, which the CLI warns about) or ipc/inproc endpoint and connects to
+any other, where a subscriber (llm-d's indexer, `replay --kv-events`) has bound it. It is set
+up when the server is built (a bad endpoint fails before the HTTP port opens), and from then
+on only the engine's thread uses and closes it (ZMQ sockets are not thread-safe). There is no
+replay socket: a subscriber that joins late misses what was sent before it.
 """
 
 from __future__ import annotations
@@ -22,15 +24,41 @@ from pcache.serve.kv_event_wire import encode_batch, pool_events, sequence_bytes
 SEND_HIGH_WATER_MARK = 100_000
 
 
+LOOPBACK = "127.0.0.1"
+MAX_ENDPOINT = 4096
+
+
 def check_endpoint(endpoint: str) -> str:
-    """A ZMQ endpoint to bind (tcp://HOST:PORT or ipc://PATH), or a usage error."""
-    scheme, _, rest = endpoint.partition("://")
-    if scheme not in ("tcp", "ipc", "inproc") or not rest:
+    """A port to bind on loopback, or a ZMQ endpoint (tcp://HOST:PORT, ipc://PATH); else a
+    usage error."""
+    address, _ = resolve(endpoint)
+    scheme, _, rest = address.partition("://")
+    if (
+        scheme not in ("tcp", "ipc", "inproc")
+        or not rest
+        or len(endpoint) > MAX_ENDPOINT
+        or not endpoint.isprintable()
+    ):
+        shown = endpoint[:80] + ("..." if len(endpoint) > 80 else "")
         raise UsageError(
-            f"--kv-events takes a ZMQ endpoint such as tcp://127.0.0.1:5557, got {endpoint!r}"
+            "--kv-events takes a port (bound on loopback) or a ZMQ endpoint such as"
+            f" tcp://127.0.0.1:5557, got {shown!r}"
         )
+    if scheme == "tcp":
+        port = rest.rpartition(":")[2]
+        if port != "*" and not (port.isdigit() and 0 < int(port) <= 65535):
+            raise UsageError(f"--kv-events: {port!r} is not a TCP port (1-65535)")
     zmq_module()
     return endpoint
+
+
+def resolve(endpoint: str) -> tuple[str, bool]:
+    """The ZMQ endpoint of `--kv-events` and whether the publisher binds it: a bare port is
+    bound on loopback; else vLLM's rule: bind wildcard and ipc/inproc endpoints, connect to
+    the rest (where a subscriber has bound)."""
+    if endpoint.isdigit():
+        return f"tcp://{LOOPBACK}:{endpoint}", True
+    return endpoint, is_bind_endpoint(endpoint)
 
 
 def is_bind_endpoint(endpoint: str) -> bool:
@@ -38,11 +66,18 @@ def is_bind_endpoint(endpoint: str) -> bool:
     return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
 
 
+def is_wildcard(endpoint: str) -> bool:
+    """Whether the publisher binds every interface: its events reach whoever can connect."""
+    address, bind = resolve(endpoint)
+    host = address.partition("://")[2].rpartition(":")[0].strip("[]")
+    return bind and address.startswith("tcp://") and host in ("*", "0.0.0.0", "::", "")
+
+
 class KVEventPublisher:
     """A PUB socket that sends the block pool's events, one batch per call to `publish`."""
 
     def __init__(self, endpoint: str, topic: str = "", data_parallel_rank: int | None = None):
-        self.endpoint = endpoint
+        self.endpoint, self.bind = resolve(endpoint)
         self.topic = topic.encode()
         self.data_parallel_rank = data_parallel_rank
         self.sequence = 0
@@ -56,7 +91,7 @@ class KVEventPublisher:
         self._socket = self._context.socket(zmq.PUB)
         self._socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
         self._socket.setsockopt(zmq.LINGER, 1000)
-        bind = is_bind_endpoint(self.endpoint)
+        bind = self.bind
         try:
             (self._socket.bind if bind else self._socket.connect)(self.endpoint)
         except zmq.ZMQError as error:
