@@ -33,7 +33,6 @@ from typing import Any
 
 from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import cdiv
-from pcache.cache.request import CacheRequest
 from pcache.defaults import DEFAULT_CHARS_PER_TOKEN
 from pcache.errors import UsageError
 from pcache.process.gc_pause import paused_gc
@@ -111,40 +110,17 @@ def _make_pools(trace: Trace, options: SimulationOptions, count: int):
 class _Probe:
     """How many tokens of a request each pool holds now, without touching any pool."""
 
-    def __init__(self, pools: list, block_size: int):
+    def __init__(self, pools: list):
         self.pools = pools
-        self.block_size = block_size
         self.radix = isinstance(pools[0], RadixPolicy)
 
     def cached_tokens(self, record: TraceRecord, now: float) -> list[int]:
         if self.radix:
             return [pool.peek(record, now) for pool in self.pools]
-        block_size = self.block_size
-        if record.hash_ids is not None:
-            keys = record.hash_ids
-            return [
-                min(
-                    len(pool.pool.cached_block_hash_to_block.leading_hits(keys)) * block_size,
-                    record.input_length,
-                )
-                for pool in self.pools
-            ]
-        if record.input_length == 0:
+        keys = self.pools[0].lookup_keys(record)  # hashed once for every pool
+        if keys is None:
             return [0] * len(self.pools)
-        keys = probe_token_keys(record, self.pools[0].hash_settings, block_size)
-        return [
-            len(pool.pool.cached_block_hash_to_block.leading_hits(keys)) * block_size
-            for pool in self.pools
-        ]
-
-
-def probe_token_keys(record: TraceRecord, settings: HashSettings, block_size: int) -> list:
-    """The block hashes of a token request's prefix that a hit can cover (all but the block
-    holding its last token), the keys a vllm pool's index is probed with."""
-    request = CacheRequest.from_tokens(
-        "probe", record.token_ids, settings, cache_salt=record.cache_salt
-    )
-    return request.block_hashes[: (request.num_tokens - 1) // block_size]
+        return [pool.peek(record, now, keys) for pool in self.pools]
 
 
 def serve_serial(pool, record: TraceRecord, now: float, block_size: int) -> tuple[int, int]:
@@ -193,7 +169,7 @@ def _simulate_fleet(
     pools, block_size = _make_pools(trace, options, num_replicas)
     router = make_router(router_name, num_replicas, parameters)
     values = asdict(build_parameters(router_name, parameters))
-    probe = _Probe(pools, block_size)
+    probe = _Probe(pools)
     state = FleetState.empty(num_replicas, block_size, options.cache_blocks)
     stats = [ReplicaStats(replica) for replica in range(num_replicas)]
     summary = FleetSummary(router_name, num_replicas, values)

@@ -37,7 +37,6 @@ from pcache.replayer.fleet.driver import (
     _make_pools,
     _Probe,
     fleet_report,
-    probe_token_keys,
     serve_serial,
     simulate_fleet,
     too_small_error,
@@ -47,7 +46,7 @@ from pcache.replayer.fleet.routers import build_parameters, make_router
 from pcache.replayer.fleet.routers.request import FleetState, RoutedRequest, text_view
 from pcache.replayer.report import ReplayReport
 from pcache.replayer.simulate.driver import SimulationOptions, ttft_counts
-from pcache.replayer.simulate.policies import CapacityTooSmall
+from pcache.replayer.simulate.policies import CapacityTooSmall, probe_token_keys
 from pcache.traces.record import Trace
 
 Progress = Callable[[int], None] | None
@@ -133,7 +132,7 @@ def simulate_replica(
     (the task an executor runs); `keys`: `probe_keys`."""
     with paused_gc():
         (pool,), block_size = _make_pools(trace, options, 1)
-        probe = _Probe([pool], block_size)
+        probe = _Probe([pool])
         cached = array("q", bytes(8 * len(trace.records)))
         hits = bytearray(len(trace.records))
         for position, record in enumerate(trace.records):
@@ -142,8 +141,7 @@ def simulate_replica(
                 if keys is None:
                     cached[position] = probe.cached_tokens(record, now)[0]
                 elif keys[position] is not None:
-                    index = pool.pool.cached_block_hash_to_block
-                    cached[position] = len(index.leading_hits(keys[position])) * block_size
+                    cached[position] = pool.peek(record, now, keys[position])
                 continue
             try:
                 served = serve_serial(pool, record, now, block_size)

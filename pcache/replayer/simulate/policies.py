@@ -152,6 +152,15 @@ def admit_waiting(
     return admission, start, freed
 
 
+def probe_token_keys(record: TraceRecord, settings: HashSettings, block_size: int) -> list:
+    """The block hashes of a token request's prefix that a hit can cover (all but the block
+    holding its last token), the keys a vllm pool's index is probed with."""
+    request = CacheRequest.from_tokens(
+        "probe", record.token_ids, settings, cache_salt=record.cache_salt
+    )
+    return request.block_hashes[: (request.num_tokens - 1) // block_size]
+
+
 class VllmPolicy:
     """The vLLM block pool (the same code the engine manages its KV blocks with)."""
 
@@ -186,6 +195,25 @@ class VllmPolicy:
     def referenced_blocks(self) -> int:
         """Distinct blocks that running requests reference now (physical KV in use)."""
         return self.capacity_blocks - self.pool.free_block_queue.num_free_blocks
+
+    def lookup_keys(self, record: TraceRecord) -> Sequence | None:
+        """What `peek` looks up for `record` in the pool's index: its hash ids, or the block
+        hashes of a token request's prefix that a hit can cover (None: an empty prompt)."""
+        if record.hash_ids is not None:
+            return record.hash_ids
+        if record.input_length == 0:
+            return None
+        return probe_token_keys(record, self.hash_settings, self.block_size)
+
+    def peek(self, record: TraceRecord, now: float, keys: Sequence | None = None) -> int:
+        """The tokens `admit` would find cached, touching nothing in the pool (`keys`: the
+        record's `lookup_keys`, when they are hashed once for several pools)."""
+        if keys is None:
+            keys = self.lookup_keys(record)
+            if keys is None:
+                return 0
+        hits = len(self.pool.cached_block_hash_to_block.leading_hits(keys)) * self.block_size
+        return hits if record.hash_ids is None else min(hits, record.input_length)
 
     def admit(self, record: TraceRecord, now: float) -> Admission | None:
         if record.hash_ids is not None:
