@@ -16,6 +16,8 @@ import heapq
 from collections.abc import Sequence
 from itertools import count
 
+from pcache.cache.radix_edge import split_edge
+
 
 class RadixNode:
     """A segment of units under its parent; children are keyed by their first unit."""
@@ -92,13 +94,13 @@ class RadixCache:
         return matched
 
     def _split(self, node: RadixNode, at: int) -> RadixNode:
-        head = RadixNode(node.key[:at], node.parent, node.last_access, node.visible)
+        """Cut `node`'s key after `at` units; the head keeps its locks, time and visibility."""
+        parent = node.parent
+        head = RadixNode(node.key[:at], parent, node.last_access, node.visible)
         head.lock_ref = node.lock_ref
-        node.parent.children[head.key[0]] = head
         node.key = node.key[at:]
         node.parent = head
-        head.children[node.key[0]] = node
-        return head
+        return split_edge(parent.children, head.key[0], head, node, node.key[0])
 
     def _refresh(self, node: RadixNode, now: float) -> None:
         while node is not None:

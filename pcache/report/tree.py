@@ -17,6 +17,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pcache.cache.radix_edge import split_edge
 from pcache.text.prefix import common_prefix_length
 
 
@@ -95,10 +96,9 @@ class PrefixTrie:
         middle = _Node(child.owner, child.start, at, child.first_request)
         middle.requests = child.requests
         middle.length_sum = child.length_sum
-        parent.children[owner_units[child.start]] = middle
+        first = owner_units[child.start]
         child.start = at
-        middle.children[owner_units[at]] = child
-        return middle
+        return split_edge(parent.children, first, middle, child, owner_units[at])
 
     def tokens(self, unit: int, request: int) -> int:
         """Token position of unit position `unit` in prompt `request` (the last block may be

@@ -15,6 +15,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from pcache.cache.radix_edge import split_edge
+
 
 class Node:
     """One edge of the tree and the tenants that reached its end."""
@@ -66,14 +68,13 @@ class TenantTree:
         head_weights = None if node.weights is None else node.weights[:at]
         head = Node(node.key[:at], head_weights, node.parent)
         head.tenants = dict(node.tenants)
-        assert node.parent is not None
-        node.parent.children[head.key[0]] = head
+        parent = node.parent
+        assert parent is not None
         node.key = node.key[at:]
         node.weights = None if node.weights is None else node.weights[at:]
         node.chars -= head.chars
         node.parent = head
-        head.children[node.key[0]] = node
-        return head
+        return split_edge(parent.children, head.key[0], head, node, node.key[0])
 
     def _visit(self, node: Node, tenant: int, now: float) -> None:
         if tenant not in node.tenants:
