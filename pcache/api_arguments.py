@@ -333,8 +333,8 @@ def replay_keywords(function: str, given: dict[str, Any]) -> tuple[str | None, d
     (the mode given or None, the other keywords). Ranges are the options classes' to check."""
     import typing
 
-    from pcache.options.settings import SETTINGS_FIELDS, Settings
     from pcache.replayer.run import driver_options
+    from pcache.settings import SETTINGS_FIELDS, Settings
 
     drivers = driver_options()
     given = dict(given)
@@ -366,8 +366,8 @@ def replay_fields() -> frozenset[str]:
     settings'."""
     from dataclasses import fields
 
-    from pcache.options.settings import SETTINGS_FIELDS
     from pcache.replayer.run import driver_options
+    from pcache.settings import SETTINGS_FIELDS
 
     names = {item.name for options in driver_options().values() for item in fields(options)}
     return frozenset(names | set(SETTINGS_FIELDS))

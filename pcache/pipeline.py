@@ -12,12 +12,12 @@ from pcache.cache.hashing import (
     block_hashes,
 )
 from pcache.errors import InputError
-from pcache.options.settings import Settings, WithSettings, validate_date  # noqa: F401 (re-exported)
 from pcache.prompt.reading.loading import Document, iter_documents
 from pcache.prompt.renderers.interface import RenderOptions
 from pcache.prompt.renderers.render import render, resolve_renderer
 from pcache.prompt.renderers.rendered import RenderedPrompt
 from pcache.prompt.shapes.request import Request, request_of
+from pcache.settings import Settings, WithSettings, validate_date  # noqa: F401 (re-exported)
 
 
 @dataclass(slots=True)

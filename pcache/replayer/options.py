@@ -21,7 +21,7 @@ from pcache.defaults import DEFAULT_MODEL, MAX_BLOCK_SIZE
 from pcache.errors import OptionError, UsageError
 from pcache.options.declared import Declared, declared_of, default_of, flag_of, option
 from pcache.options.numbers import number_problem
-from pcache.options.settings import SETTINGS_FIELDS, Settings
+from pcache.settings import SETTINGS_FIELDS, Settings
 
 if TYPE_CHECKING:
     from pcache.traces.record import Trace
