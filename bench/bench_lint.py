@@ -272,15 +272,16 @@ def kvlint_cli(kvlint: str, log: Path, model: str, out: Path) -> dict:
 
 
 def stages_main(log: str, tokenizer: str) -> None:
-    import contextlib
-
     from pcache.pipeline import Settings
     from pcache.rules import runner
     from pcache.rules.config import LintConfig
     from pcache.rules.runner import LintOptions, _Run
 
-    # as the tree's lint_paths runs the pass (with the collector paused where it pauses it)
-    pass_context = getattr(runner, "paused_gc", contextlib.nullcontext)
+    # as the tree's command line runs the pass: with the collector paused (by lint_paths in
+    # older trees, around the command in newer ones)
+    pass_context = getattr(runner, "paused_gc", None)
+    if pass_context is None:
+        from pcache.process.gc_pause import paused_gc as pass_context
     started = time.perf_counter()
     run = _Run(LintOptions(settings=Settings(tokenizer=tokenizer)), LintConfig(), None)
     loaded = time.perf_counter()

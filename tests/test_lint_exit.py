@@ -35,14 +35,18 @@ def test_a_pipe_closed_before_the_report_is_exit_141():
     assert process.returncode == 141, errors
 
 
-def test_a_lint_inside_a_longer_process_keeps_nothing_to_its_end():
-    """Only the command line's own run skips the teardown: a lint run by a test's runner (or
-    a library) frees what it built."""
+def test_a_lint_inside_a_longer_process_keeps_nothing_and_returns():
+    """Only the command line's own run pauses the collector and skips the teardown: a lint run
+    by a test's runner (or a library) frees what it built and returns to its caller."""
+    import gc
+
     from typer.testing import CliRunner
 
     from pcache.cli.app import app
-    from pcache.process import retained
+    from pcache.rules.runner import _Run
 
     done = CliRunner().invoke(app, ["lint", str(ROOT / "samples/prompts"), "--exit-zero"])
     assert done.exit_code == 0, done.output
-    assert retained._kept == []
+    assert gc.isenabled()
+    gc.collect()
+    assert not [item for item in gc.get_objects() if isinstance(item, _Run)]

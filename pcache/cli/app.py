@@ -9,7 +9,7 @@ import os
 import typer
 from typer.core import TyperGroup
 
-from pcache.cli import teardown
+from pcache.cli.process_policy import CommandLineProcess, ProcessPolicy, always, applied
 from pcache.version import __version__
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG}
@@ -120,16 +120,35 @@ def root(
     """Why is our prompt cache hit rate so low, and what would fixing it buy us?"""
 
 
+def _runs_locally(arguments: dict) -> bool:
+    """Whether the command's work stays in this process (no Ray cluster to stop at exit)."""
+    from pcache.defaults import DEFAULT_EXECUTOR
+
+    return arguments.get("executor", DEFAULT_EXECUTOR) == DEFAULT_EXECUTOR
+
+
+def _simulates(arguments: dict) -> bool:
+    """Whether `replay` simulates (no --engine, --gpu or --endpoint): the engine's and an
+    endpoint's runs, long and full of short-lived cycles (torch, asyncio), keep the collector."""
+    return not (arguments.get("device") or arguments.get("gpu") or arguments.get("url"))
+
+
+BATCH = ProcessPolicy(pause_gc=always, fast_exit=_runs_locally)
+"""Lint and report: build what they keep to the end, write it, and exit."""
+REPLAY = ProcessPolicy(pause_gc=_simulates)
+"""Replay: a simulation keeps its trace and pool to the end; its exit stops what it started."""
+
+
 def _register() -> None:
     from pcache.cli import diff, generate, hash, lint, replay, report, serve, trace
 
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
-    app.command("lint")(lint.lint_command)
-    app.command("replay", cls=replay.PanelCommand)(replay.replay_command)
+    app.command("lint")(applied(lint.lint_command, BATCH))
+    app.command("replay", cls=replay.PanelCommand)(applied(replay.replay_command, REPLAY))
     app.command("generate")(generate.generate_command)
     app.command("serve")(serve.serve_command)
-    app.command("report")(report.report_command)
+    app.command("report")(applied(report.report_command, BATCH))
     app.add_typer(trace.trace_app, name="trace")
 
 
@@ -148,9 +167,9 @@ def main() -> None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the process)
     if sys.stdout is None:  # started with >&-: writing output is a closed pipe
         sys.stdout = _ClosedOutput()
-    teardown.begin()
+    process = CommandLineProcess()
     try:
-        app(prog_name="pcache")
+        app(prog_name="pcache", obj=process)
     except SystemExit as done:
         code = done.code
     else:
@@ -160,4 +179,4 @@ def main() -> None:
     except BrokenPipeError:
         silence_closed_stdout()
         code = EXIT_STDOUT_CLOSED
-    teardown.end(code)
+    process.exit(code)

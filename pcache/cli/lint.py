@@ -116,10 +116,6 @@ def lint_command(
 
         configured = load_config(Path(config) if config else find_config(Path.cwd())).tokenizer
         say_encoder(tokenizer or configured)
-    if executor == DEFAULT_EXECUTOR:  # (a Ray cluster is stopped by its exit handler)
-        from pcache.cli.teardown import skip_teardown
-
-        skip_teardown()
     with lint_output.progress(enabled=format not in ("json", "sarif")) as advance:
         report = lint(
             paths,

@@ -131,10 +131,6 @@ def report_command(
         sweep_points=sweep_points,
         fleet=fleet,
     )
-    if executor == DEFAULT_EXECUTOR:  # (a Ray cluster is stopped by its exit handler)
-        from pcache.cli.teardown import skip_teardown
-
-        skip_teardown()  # the page is written and closed before the end
     if format == "json":
         report = _build(options, None)
         import orjson
@@ -145,17 +141,18 @@ def report_command(
         else:
             write_atomically(output, [data + b"\n"])
         return
-    from pcache.process.forked import Standby
-    from pcache.report.charts import preload
-    from pcache.report.page import chart_calls, draw_charts, render_page
+    from pcache.cli.chart_worker import ChartWorker
+    from pcache.cli.process_policy import command_line_process
+    from pcache.report.page import chart_calls, render_page
 
     command = shlex.join(["pcache", "report", *sys.argv[2:]]) if _from_cli() else "pcache report"
-    # a child forked now, while this process is small, imports matplotlib as the log is linted
+    # the command line's run starts a worker now that imports matplotlib as the log is linted
     # and draws the charts while this process grows the prefix tree and fills the page
-    with Standby(preload, jobs=options.settings.job_count) as drawing:
-        if drawing.in_child:
-            report = _build(options, lambda report: drawing.call(draw_charts, chart_calls(report)))
-            page = render_page(report, command, drawing.result)
+    jobs = options.settings.job_count if command_line_process() is not None else 1
+    with ChartWorker(jobs) as drawing:
+        if drawing.running:
+            report = _build(options, lambda report: drawing.draw(chart_calls(report)))
+            page = render_page(report, command, drawing.charts)
         else:
             page = render_page(_build(options, None), command)
     write_atomically(output, [page.encode()])

@@ -20,8 +20,6 @@ from pcache.cache.reuse import reusable
 from pcache.errors import InputError, UsageError
 from pcache.models import DEFAULT_MODEL
 from pcache.pipeline import Settings, WithSettings
-from pcache.process.forked import Forked
-from pcache.process.gc_pause import paused_gc
 from pcache.prompt.renderers.render import resolve_renderer
 from pcache.replayer.fleet.options import FleetOptions
 from pcache.replayer.report import ReplayReport
@@ -144,8 +142,7 @@ def build_report(
     """Lint, replay and fold the log at `options.paths` into one `Report`; `stage(text)` is
     told what is being computed, `replayed(report)` is given the report before its prefix
     tree is grown (`tree` None), e.g. to draw its charts meanwhile."""
-    with paused_gc():  # the log's records, blocks and tree stay alive to the end
-        return _build_report(options, stage or (lambda text: None), replayed)
+    return _build_report(options, stage or (lambda text: None), replayed)
 
 
 def _build_report(
@@ -188,10 +185,7 @@ def _build_report(
     shape = resolve_model(options.model)
     simulation = arguments.simulation_options(shape.kv_bytes_per_token)
     stage("replaying")
-    # the sweep in a forked child while this process grows the tree (the same result), or
-    # here first where the charts drawn from it are drawn elsewhere while the tree grows
-    jobs = 1 if replayed is not None else settings.job_count
-    sweeping = Forked(capacity_sweep, trace, simulation, options.sweep_points, True, jobs=jobs)
+    swept = capacity_sweep(trace, simulation, options.sweep_points, True)
 
     fleet = []
     if options.fleet is not None:
@@ -205,7 +199,6 @@ def _build_report(
         return _tree(trace, origins if not hashed else None, settings, options)
 
     tree = grow_tree() if replayed is None else None
-    swept = sweeping.result()
     sweep = swept.reports
     replay = sweep[-1]  # the sweep ends at the footprint of an unlimited cache
     if replay.evicted_blocks:

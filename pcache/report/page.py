@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pcache.process.gc_pause import paused_gc
 from pcache.replayer.report import distribution_of
 from pcache.report import charts
 from pcache.report.build import Report
@@ -46,8 +45,7 @@ def render_page(report: Report, command: str, charts: Charts | None = None) -> s
         undefined=jinja2.StrictUndefined,
     )
     template = environment.get_template("report.html.j2")
-    with paused_gc():  # a collection here would traverse the whole report for nothing
-        return template.render(**context(report, command, charts))
+    return template.render(**context(report, command, charts))
 
 
 def context(report: Report, command: str, charts: Charts | None = None) -> dict[str, Any]:

@@ -16,8 +16,6 @@ from pcache.cache.profiles import load_profile, longest_ttl_seconds
 from pcache.divergence.sessions import SessionTracker
 from pcache.errors import InputError, UsageError
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
-from pcache.process.gc_pause import paused_gc
-from pcache.process.retained import retain
 from pcache.prompt.reading.json_positions import JsonPositions
 from pcache.prompt.reading.loading import Document, iter_documents
 from pcache.prompt.reading.tables import (
@@ -821,7 +819,7 @@ def lint_paths(
             options.selection, extend=(*options.selection.extend, *fixable)
         )
         fixing = dataclasses.replace(options, selection=extended, write_fixed=None)
-        first = _lint_files(files, fixing, config, None, last=False)
+        first = _lint_files(files, fixing, config, None)
         fixable = sorted({d.file for d in first.diagnostics if d.fixable})
         fixed_files = fix_files(fixable)
     report = _lint_files(files, options, config, progress)
@@ -830,17 +828,12 @@ def lint_paths(
     return report
 
 
-def _lint_files(files, options, config, progress, last: bool = True) -> LintReport:
-    """One pass over `files`; the last pass of a command hands what it built to the end of
-    the process when that is asked for (`pcache.process.retained`)."""
+def _lint_files(files, options, config, progress) -> LintReport:
+    """One pass over `files`."""
     run = _Run(options, config, progress)
-    with paused_gc():  # the pass keeps what it builds: nothing for the collector to find
-        for path in files:
-            run.lint_file(path)
-        report = run.finish()
-    if last:
-        retain(run)
-    return report
+    for path in files:
+        run.lint_file(path)
+    return run.finish()
 
 
 def lint_values(values: list[object], options: LintOptions, source: str = "<memory>") -> LintReport:

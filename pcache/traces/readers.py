@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pcache.errors import InputError, UsageError
-from pcache.process.gc_pause import paused_gc
 from pcache.prompt.reading.loading import display_name, iter_values
 from pcache.prompt.shapes.fields import json_kind
 from pcache.traces.record import Trace, TraceRecord
@@ -335,16 +334,15 @@ def read_trace(
     in_memory = not isinstance(path, str | os.PathLike)
     source = "<memory>" if in_memory else display_name(path)
     trace = Trace(source=source, format=trace_format, block_size=None)
-    with paused_gc():  # a million records stay alive: nothing for the collector to find
-        if in_memory:
-            entries: Iterator = iter(list(enumerate(path, 1)))
-        else:
-            entries = iter_values(path, skip_errors=not strict)
-        entries = _with_format(entries, trace)
-        if trace.format in ("mooncake", "bailian"):
-            _read_hash_records(entries, trace, strict)
-        else:
-            read_request_records(entries, trace, strict, settings)
+    if in_memory:
+        entries: Iterator = iter(list(enumerate(path, 1)))
+    else:
+        entries = iter_values(path, skip_errors=not strict)
+    entries = _with_format(entries, trace)
+    if trace.format in ("mooncake", "bailian"):
+        _read_hash_records(entries, trace, strict)
+    else:
+        read_request_records(entries, trace, strict, settings)
     if not trace.records:
         raise InputError(source, no_valid_records(trace))
     if trace.format in ("mooncake", "bailian") and trace.block_size is None:

@@ -96,7 +96,6 @@ def read_trace_sharded(
 ) -> Trace:
     """`read_trace` of a file or a directory of logs, its requests rendered by `executor`."""
     from pcache.pipeline import Settings
-    from pcache.process.gc_pause import paused_gc
     from pcache.prompt.reading.loading import display_name
 
     if trace_format not in FORMATS:
@@ -114,15 +113,14 @@ def read_trace_sharded(
     else:
         shards = [Shard(name) for name in files]
     trace = Trace(source=display_name(path), format="requests", block_size=None)
-    with paused_gc():
-        for part in _in_order(executor, shards, settings):
-            if strict and part.failures:
-                raise InputError(*part.failures[0])
-            for record in part.records:
-                record.index = len(trace.records)
-                trace.records.append(record)
-            trace.skipped += part.skipped
-            trace.has_timestamps = trace.has_timestamps or part.has_timestamps
+    for part in _in_order(executor, shards, settings):
+        if strict and part.failures:
+            raise InputError(*part.failures[0])
+        for record in part.records:
+            record.index = len(trace.records)
+            trace.records.append(record)
+        trace.skipped += part.skipped
+        trace.has_timestamps = trace.has_timestamps or part.has_timestamps
     if not trace.records:
         raise InputError(trace.source, no_valid_records(trace))
     stamps = [record.timestamp_ms for record in trace.records]

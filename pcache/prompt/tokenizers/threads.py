@@ -1,11 +1,13 @@
 """Encoding a batch of pieces on several threads: tiktoken and `tokenizers` let go of the GIL
-while they encode, so threads scale where the text is long enough to pay for the hand-off."""
+while they encode, so threads scale where the text is long enough to pay for the hand-off.
+
+The pool belongs to the process that started it: a forked child (lint's token stage,
+`pcache.rules.token_worker`) inherits the pool without its threads, and starts its own."""
 
 from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +40,8 @@ class ThreadedEncoder:
         self.encode_batch = encode_batch or self._each
         self._pool: Any = None
         self._lock = threading.Lock()
-        _ENCODERS.add(self)
+        self._owner = os.getpid()
+        """The process whose threads `_pool` runs on."""
 
     def _each(self, pieces: list[str]) -> list[Any]:
         return list(map(self.encode, pieces))
@@ -47,6 +50,8 @@ class ThreadedEncoder:
         threads = min(self.threads, len(pieces))
         if threads <= 1 or sum(map(len, pieces)) < MIN_CHARACTERS_PER_THREAD * threads:
             return self.encode_batch(pieces)
+        if self._owner != os.getpid():  # a forked child: the pool's threads stayed behind
+            self._pool, self._lock, self._owner = None, threading.Lock(), os.getpid()
         with self._lock:  # (a background thread may encode while the caller's thread does)
             if self._pool is None or self._pool._max_workers != self.threads:
                 from concurrent.futures import ThreadPoolExecutor
@@ -59,18 +64,3 @@ class ThreadedEncoder:
         for ids in pool.map(self.encode_batch, batches):
             encoded += ids
         return encoded
-
-
-_ENCODERS: weakref.WeakSet[ThreadedEncoder] = weakref.WeakSet()
-
-
-def _forget_pools() -> None:
-    """In a forked child: the pools' threads stayed in the parent, so each encoder starts a
-    pool of its own when it next needs one."""
-    for encoder in list(_ENCODERS):
-        encoder._pool = None
-        encoder._lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pools)

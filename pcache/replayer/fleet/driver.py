@@ -35,7 +35,6 @@ from pcache.cache.hashing import HashSettings
 from pcache.cache.kv_cache_manager import cdiv
 from pcache.defaults import DEFAULT_CHARS_PER_TOKEN
 from pcache.errors import UsageError
-from pcache.process.gc_pause import paused_gc
 from pcache.replayer.fleet.options import FLEET_POLICIES, FleetOptions
 from pcache.replayer.fleet.report import FleetSummary, ReplicaStats
 from pcache.replayer.fleet.routers import build_parameters, make_router
@@ -155,10 +154,9 @@ def simulate_fleet(
     progress: Progress = None,
 ) -> ReplayReport:
     """Replay `trace` over `num_replicas` pools behind router `router_name`."""
-    with paused_gc():
-        return _simulate_fleet(
-            trace, options, num_replicas, router_name, parameters or {}, chars_per_token, progress
-        )
+    return _simulate_fleet(
+        trace, options, num_replicas, router_name, parameters or {}, chars_per_token, progress
+    )
 
 
 def _simulate_fleet(

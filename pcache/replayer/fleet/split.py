@@ -32,7 +32,6 @@ from typing import Any
 
 from pcache.cache.hashing import HashSettings
 from pcache.defaults import DEFAULT_CHARS_PER_TOKEN
-from pcache.process.gc_pause import paused_gc
 from pcache.replayer.fleet.driver import (
     _make_pools,
     _Probe,
@@ -130,27 +129,26 @@ def simulate_replica(
 ) -> ReplicaRun:
     """Serve the requests routed to `replica`, in order, and probe its pool for the others
     (the task an executor runs); `keys`: `probe_keys`."""
-    with paused_gc():
-        (pool,), block_size = _make_pools(trace, options, 1)
-        probe = _Probe([pool])
-        cached = array("q", bytes(8 * len(trace.records)))
-        hits = bytearray(len(trace.records))
-        for position, record in enumerate(trace.records):
-            now = record.timestamp_ms
-            if choices[position] != replica:
-                if keys is None:
-                    cached[position] = probe.cached_tokens(record, now)[0]
-                elif keys[position] is not None:
-                    cached[position] = pool.peek(record, now, keys[position])
-                continue
-            try:
-                served = serve_serial(pool, record, now, block_size)
-            except CapacityTooSmall as too_small:
-                failure = (position, too_small.needed_blocks)
-                return ReplicaRun(cached, hits, pool.evicted_blocks, pool.peak_used_blocks, failure)
-            cached[position] = served[0]
-            hits[position] = 1 if served[1] else 0
-        return ReplicaRun(cached, hits, pool.evicted_blocks, pool.peak_used_blocks)
+    (pool,), block_size = _make_pools(trace, options, 1)
+    probe = _Probe([pool])
+    cached = array("q", bytes(8 * len(trace.records)))
+    hits = bytearray(len(trace.records))
+    for position, record in enumerate(trace.records):
+        now = record.timestamp_ms
+        if choices[position] != replica:
+            if keys is None:
+                cached[position] = probe.cached_tokens(record, now)[0]
+            elif keys[position] is not None:
+                cached[position] = pool.peek(record, now, keys[position])
+            continue
+        try:
+            served = serve_serial(pool, record, now, block_size)
+        except CapacityTooSmall as too_small:
+            failure = (position, too_small.needed_blocks)
+            return ReplicaRun(cached, hits, pool.evicted_blocks, pool.peak_used_blocks, failure)
+        cached[position] = served[0]
+        hits[position] = 1 if served[1] else 0
+    return ReplicaRun(cached, hits, pool.evicted_blocks, pool.peak_used_blocks)
 
 
 def simulate_fleet_split(
@@ -171,24 +169,22 @@ def simulate_fleet_split(
     if options.concurrency != "serial":
         return simulate_fleet(*arguments, progress)
     block_size = trace.block_size if trace.block_size is not None else options.block_size
-    with paused_gc():
-        choices = route_blind(
-            trace,
-            num_replicas,
-            router_name,
-            parameters,
-            chars_per_token,
-            block_size,
-            options.cache_blocks,
-        )
-        if choices is not None:
-            keys = probe_keys(trace, options, block_size)
+    choices = route_blind(
+        trace,
+        num_replicas,
+        router_name,
+        parameters,
+        chars_per_token,
+        block_size,
+        options.cache_blocks,
+    )
+    if choices is not None:
+        keys = probe_keys(trace, options, block_size)
     if choices is None:
         return simulate_fleet(*arguments, progress)
     replicas = range(num_replicas)
     runs = list(executor.map(simulate_replica, replicas, trace, options, choices, keys))
-    with paused_gc():
-        return _merge(trace, options, block_size, router_name, parameters, choices, runs, progress)
+    return _merge(trace, options, block_size, router_name, parameters, choices, runs, progress)
 
 
 def _merge(trace, options, block_size, router_name, parameters, choices, runs, progress):

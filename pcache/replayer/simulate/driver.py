@@ -42,7 +42,6 @@ from pcache.cache.kv_cache_manager import cdiv
 from pcache.cache.profiles import load_profile
 from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.errors import UsageError
-from pcache.process.gc_pause import paused_gc
 from pcache.replayer.calibration_used import CalibrationUsed
 from pcache.replayer.report import Bill, ReplayReport, RequestOutcome, distribution
 from pcache.replayer.simulate.policies import (
@@ -173,8 +172,7 @@ def simulate(
     check_every: int = 0,
 ) -> ReplayReport:
     """Replay `trace` under `options`; `progress(n)` is called every 1,000 requests."""
-    with paused_gc():
-        return _simulate(trace, options, progress, keep_requests, check_every)
+    return _simulate(trace, options, progress, keep_requests, check_every)
 
 
 def _simulate(

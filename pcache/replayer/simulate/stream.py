@@ -21,7 +21,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from pcache.process.gc_pause import paused_gc
 from pcache.replayer.report import ReplayReport
 from pcache.replayer.simulate.driver import SimulationOptions, _capacity_error, _report, ttft_counts
 from pcache.replayer.simulate.policies import CapacityTooSmall, VllmPolicy
@@ -140,19 +139,18 @@ def simulate_file(
     options = sized(header.block_size)
     capacity = options.cache_blocks
     try:
-        with paused_gc():
-            if capacity is not None and capacity > DIRECT_POOL_BLOCKS:
-                footprint = _footprint(path, read, limit)
-                opened = stream_hash_trace(path, **read)
-                assert opened is not None
-                header, records = opened
-                capacity = max(min(capacity, footprint), 1)
-            policy: Any = (
-                UnlimitedHashPolicy(header.block_size)
-                if capacity is None
-                else VllmPolicy(capacity, header.block_size, None)
-            )
-            return _serve(header, records, policy, options, limit, progress), header
+        if capacity is not None and capacity > DIRECT_POOL_BLOCKS:
+            footprint = _footprint(path, read, limit)
+            opened = stream_hash_trace(path, **read)
+            assert opened is not None
+            header, records = opened
+            capacity = max(min(capacity, footprint), 1)
+        policy: Any = (
+            UnlimitedHashPolicy(header.block_size)
+            if capacity is None
+            else VllmPolicy(capacity, header.block_size, None)
+        )
+        return _serve(header, records, policy, options, limit, progress), header
     except NotStreamable:
         return None
 
