@@ -63,7 +63,7 @@ def main() -> int:
             url=f"{url}/v1", model=args.model, compare_cache=True,
             max_concurrency=args.max_concurrency, ignore_eos=True, max_output_tokens=8,
         )  # fmt: skip
-        trace = read_trace(args.trace)
+        trace = read_trace(args.trace, keep_requests=True)
         offs, ons, exact = [], [], True
         print(
             f"{args.trace}: {len(trace.records)} requests, {args.model}, chunked prefill of"

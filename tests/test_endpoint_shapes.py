@@ -30,7 +30,7 @@ def token_trace(tmp_path, count: int = 4):
     path = tmp_path / "trace.jsonl"
     lines = [{"token_ids": [*range(1, 40), 100 + i], "output_length": 3} for i in range(count)]
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    return read_trace(path)
+    return read_trace(path, keep_requests=True)
 
 
 class FakeVllm:
@@ -185,7 +185,8 @@ def test_anthropic_streams_are_read_for_content_and_cache_fields(tmp_path, monke
     }
     path.write_bytes(orjson.dumps(line) + b"\n")
     options = EndpointOptions(url="https://api.test/v1", model="claude", api="anthropic")
-    report = replay_endpoint(read_trace(path), options, httpx.MockTransport(anthropic))
+    trace = read_trace(path, keep_requests=True)
+    report = replay_endpoint(trace, options, httpx.MockTransport(anthropic))
     data = report.to_dict()
     assert data["completed"] == 1, data["errors"]
     assert data["cached_tokens"] == [100] and data["input_lens"] == [115]
@@ -305,3 +306,33 @@ def test_compare_cache_without_a_way_to_turn_the_cache_off_is_cold_against_warm(
     assert data["compare_cache"]["strategy"] == "cold-warm"
     assert data["completed"] == 2 and data["failed"] == 0
     assert any("refused cache_salt" in note for note in data["notes"])
+
+
+def test_an_endpoint_replay_sends_the_requests_its_reader_parsed(tmp_path, monkeypatch):
+    """The trace file is read once: the bodies sent are the reader's parsed requests, so the
+    replay works with the file gone, and never opens it again."""
+    from pcache.prompt.reading import loading
+
+    path = tmp_path / "chat.jsonl"
+    bodies = [
+        {"model": "m", "messages": [{"role": "user", "content": f"question {i} " * 20}]}
+        for i in range(3)
+    ]
+    path.write_bytes(b"".join(orjson.dumps(body) + b"\n" for body in bodies))
+    trace = read_trace(path, keep_requests=True)
+    path.unlink()
+    monkeypatch.setattr(loading, "iter_values", None)  # any second read would fail
+    sent = []
+
+    def chat(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/chat/completions"):
+            sent.append(orjson.loads(request.content)["messages"])
+            usage = {"prompt_tokens": 30, "completion_tokens": 1}
+            chunk = {"choices": [{"delta": {"content": "ok"}}], "usage": usage}
+            return httpx.Response(200, content=sse(chunk, b"[DONE]"))
+        return httpx.Response(404)
+
+    options = EndpointOptions(url=URL, model="m", scrape_metrics=False)
+    report = replay_endpoint(trace, options, httpx.MockTransport(chat))
+    assert report.to_dict()["completed"] == 3
+    assert sent == [body["messages"] for body in bodies]

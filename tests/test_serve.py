@@ -272,7 +272,9 @@ def test_chat_is_rendered_with_the_model_directorys_own_template(tmp_path):
             for i in range(4)
         ]
         trace_path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-        trace = read_trace(trace_path, settings=Settings(tokenizer=str(tmp_path)))
+        trace = read_trace(
+            trace_path, settings=Settings(tokenizer=str(tmp_path)), keep_requests=True
+        )
         options = EndpointOptions(
             url=f"{url}/v1", model="qwen3-tiny", api="chat", max_concurrency=1,
             settings=Settings(tokenizer=str(tmp_path)), max_output_tokens=2,

@@ -160,15 +160,23 @@ class ReplayOptions:
         """Refuse `--plot` where this driver draws no chart."""
         raise UsageError(f"--plot does not apply to {_joined(self.flags)}")
 
-    def read_trace(self, trace: str | tuple[Any, ...], settings: Settings | None = None) -> Trace:
-        """The trace (a path, or request bodies in arrival order), read with these options."""
+    def read_trace(
+        self,
+        trace: str | tuple[Any, ...],
+        settings: Settings | None = None,
+        keep_requests: bool = False,
+    ) -> Trace:
+        """The trace (a path, or request bodies in arrival order), read with these options
+        (`keep_requests`: a request file or in-memory trace keeps its parsed requests, read
+        here, in this process)."""
         import os
 
         from pcache.traces.readers import read_trace
 
         settings = settings or self.settings
         is_path = isinstance(trace, str | os.PathLike) and os.fspath(trace) != "-"
-        if is_path and (settings.executor != "local" or os.path.isdir(trace)):
+        sharded = settings.executor != "local" and not keep_requests
+        if is_path and (sharded or os.path.isdir(trace)):
             from pcache.executors import executor_of
             from pcache.traces.sharded import read_trace_sharded
 
@@ -186,6 +194,7 @@ class ReplayOptions:
             strict=self.strict,
             settings=settings,
             block_size=self.trace_block_size,
+            keep_requests=keep_requests,
         )
 
 

@@ -155,9 +155,8 @@ def _run_engine(trace: Source, options: EngineOptions, progress: Progress) -> Re
 def _run_endpoint(trace: Source, options: EndpointOptions, progress: Progress) -> ReplayResult:
     from pcache.replayer.endpoint.driver import replay_endpoint
 
-    loaded = options.read_trace(trace)
-    values = trace if isinstance(trace, tuple) else None
-    report = replay_endpoint(loaded, options, values=values)
+    loaded = options.read_trace(trace, keep_requests=True)
+    report = replay_endpoint(loaded, options)
     model = report.endpoint.model_id
     return ReplayResult([report], False, model, loaded.skipped, loaded.reordered)
 

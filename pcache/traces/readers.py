@@ -167,11 +167,13 @@ def record_of_request(
     )
 
 
-def _request_converter(settings: Any) -> Callable[..., list[TraceRecord | Exception]]:
+def _request_converter(
+    settings: Any, kept: dict[int | None, Any] | None = None
+) -> Callable[..., list[TraceRecord | Exception]]:
     """Renders chunks of request bodies with the real tokenizer (`settings`: pipeline
     Settings): the chunk's templates on this thread, then its new text encoded in one batch
     on `settings.jobs` threads (`pcache.pipeline.RenderStage`); the ids are those of
-    rendering each request alone."""
+    rendering each request alone. `kept`: each parsed request is also put there, by line."""
     from pcache.pipeline import RenderStage
     from pcache.prompt.renderers.render import prompt_token_ids, resolve_renderer
     from pcache.prompt.shapes.request import KIND_PROMPT, KIND_TOKEN_IDS, request_from_document
@@ -194,6 +196,9 @@ def _request_converter(settings: Any) -> Callable[..., list[TraceRecord | Except
                 requests.append(request_from_document(value, source, line))
             except (ValueError, InputError) as failure:
                 requests.append(failure)
+            else:
+                if kept is not None:
+                    kept[line] = requests[-1]
         templated = [
             item
             for item in requests
@@ -254,7 +259,7 @@ def read_request_records(
     error `strict` would raise, for each line that failed)."""
     from pcache.pipeline import RENDER_CHUNK, Settings
 
-    convert = _request_converter(settings or Settings())
+    convert = _request_converter(settings or Settings(), trace.requests)
     chunk: list[tuple[int | None, Any]] = []
     for entry in itertools.chain(entries, (None,)):
         if entry is not None and not isinstance(entry, InputError):
@@ -326,14 +331,18 @@ def read_trace(
     strict: bool = False,
     settings: Any = None,
     block_size: int | None = None,
+    keep_requests: bool = False,
 ) -> Trace:
     """Read every record of a trace file, or of parsed JSON values in arrival order
-    (`settings`: a `pcache.pipeline.Settings`)."""
+    (`settings`: a `pcache.pipeline.Settings`; `keep_requests`: a request trace keeps each
+    record's parsed request in `trace.requests`)."""
     if trace_format not in FORMATS:
         raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
     in_memory = not isinstance(path, str | os.PathLike)
     source = "<memory>" if in_memory else display_name(path)
     trace = Trace(source=source, format=trace_format, block_size=None)
+    if keep_requests:
+        trace.requests = {}
     if in_memory:
         entries: Iterator = iter(list(enumerate(path, 1)))
     else:

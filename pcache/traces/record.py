@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -47,6 +48,10 @@ class Trace:
     skipped: list[str] = field(default_factory=list)
     reordered: bool = False
     has_timestamps: bool = False
+    requests: dict[int | None, Any] | None = None
+    """Request traces read with `keep_requests`: each record's parsed request
+    (`pcache.prompt.shapes.request.Request`) by line, so what sends the bodies again (`replay
+    --endpoint`) does not read the file twice. None: not kept."""
 
     @property
     def num_skipped(self) -> int:

@@ -445,16 +445,17 @@ def _check_events(session: Session, received: Any, before: Any) -> Any:
 
 
 def replay_endpoint(
-    trace: Trace, options: EndpointOptions, transport: Any = None, values: Any = None
+    trace: Trace, options: EndpointOptions, transport: Any = None
 ) -> ReplayReport:
     """Replay `trace` against `options.url`. The report's own fields are the simulator's
     prediction for the trace (the server's pool cannot be observed); what the server did is
     its `endpoint` measurement, and its `ttft_ms` are the measured TTFTs. On Ctrl-C the
     passes run so far are reported (`interrupted` is true). `transport`: an httpx transport
-    to use instead of the network; `values`: the request bodies of an in-memory trace."""
+    to use instead of the network. A request trace is sent as its reader parsed it
+    (`read_trace(..., keep_requests=True)`)."""
     if not trace.records:
         raise InputError(trace.source, "no requests to replay")
-    requests = trace_requests(trace, values)
+    requests = trace_requests(trace)
     if options.api is None:
         options = replace(options, api=default_api(trace, requests))
     if options.limit is not None:

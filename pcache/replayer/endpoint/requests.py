@@ -49,28 +49,12 @@ def materialize(trace: Trace, options: EndpointOptions) -> Trace:
     return replace(tokens, records=records)  # output lengths: the trace's (0: the default)
 
 
-def trace_requests(trace: Trace, values: Any = None) -> dict[int | None, Any]:
-    """The parsed request of each record of a request trace, by line (`values`: the bodies of
-    an in-memory trace; else its file is read again). Empty for other traces."""
-    import os
-
-    from pcache.prompt.reading.loading import iter_values
-    from pcache.prompt.shapes.request import request_from_document
-
-    if trace.format != "requests":
+def trace_requests(trace: Trace) -> dict[int | None, Any]:
+    """The parsed request of each record of a request trace, by line: those its reader kept
+    (`read_trace(..., keep_requests=True)`). Empty for other traces."""
+    if trace.format != "requests" or trace.requests is None:
         return {}
-    if values is not None:
-        entries: Any = enumerate(values, 1)
-    elif os.path.isfile(trace.source):
-        entries = (e for e in iter_values(trace.source, skip_errors=True) if type(e) is tuple)
-    else:
-        return {}
-    wanted = {record.line for record in trace.records}
-    requests = {}
-    for line, value in entries:
-        if line in wanted:
-            requests[line] = request_from_document(value, trace.source, line)
-    return requests
+    return {record.line: trace.requests[record.line] for record in trace.records}
 
 
 def is_chat_body(request: Any) -> bool:
