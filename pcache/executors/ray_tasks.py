@@ -71,8 +71,9 @@ class RayExecutor:
                     logging_level="ERROR",
                     log_to_driver=False,
                 )
-            except ConnectionError as failure:
-                raise UsageError(f"--ray-address {address}: {failure}") from None
+            except (ConnectionError, ValueError, RuntimeError) as failure:  # forms Ray refuses
+                reason = str(failure).splitlines()[0] if str(failure) else type(failure).__name__
+                raise UsageError(f"--ray-address {address!r}: {reason}") from None
         self.ray = ray
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.max_in_flight = max_in_flight or max(2, 2 * cpus)

@@ -88,6 +88,11 @@ def build_server(options: ServeOptions) -> Server:
 
     if options.max_waiting < 1:
         raise EngineError("--max-waiting must be at least 1")
+    if options.kv_cache_tokens is not None and options.kv_cache_tokens < options.block_size:
+        raise UsageError(
+            f"--kv-cache-tokens must be at least --block-size ({options.block_size}),"
+            f" got {options.kv_cache_tokens}"
+        )
     if options.api_key is not None and not options.api_key.strip():
         raise UsageError("--api-key must not be empty")
     config = EngineConfig(

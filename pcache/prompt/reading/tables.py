@@ -88,7 +88,9 @@ def _batches(file: str, source: str) -> tuple[Any, Iterator[Any], int]:
         if file.lower().endswith(".csv"):
             import pyarrow.csv as csv
 
+            _check_csv_text(file, source)
             reader = csv.open_csv(file, read_options=csv.ReadOptions(block_size=1 << 22))
+            list(reader.schema.names)  # header names that are not UTF-8 fail here, not later
             return reader.schema, iter(reader), 2
         import pyarrow.parquet as parquet
 
@@ -96,8 +98,17 @@ def _batches(file: str, source: str) -> tuple[Any, Iterator[Any], int]:
         return table.schema_arrow, _row_group_batches(table), 1
     except FileNotFoundError:
         raise InputError(source, "no such file or directory") from None
-    except (pa.ArrowException, OSError) as error:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as error:
         raise InputError(source, f"cannot read the table: {str(error).splitlines()[0]}") from None
+
+
+def _check_csv_text(file: str, source: str) -> None:
+    """A CSV file in UTF-16 or UTF-32 is named as such, as a JSON file is."""
+    from pcache.prompt.reading.loading import SNIFF_BYTES, _check_text
+
+    with open(file, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    _check_text(head, source)
 
 
 def _row_group_batches(table: Any) -> Iterator[Any]:

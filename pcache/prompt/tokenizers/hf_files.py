@@ -40,7 +40,12 @@ class ModelFiles:
 def locate_model_files(name_or_path: str) -> ModelFiles:
     """A local directory's files, or a hub id's files from the cache (downloaded if allowed)."""
     path = Path(name_or_path).expanduser()
-    if path.exists():
+    try:
+        exists = path.exists()
+    except OSError as error:  # a name too long to be a path, say
+        shown = name_or_path[:80] + ("..." if len(name_or_path) > 80 else "")
+        raise TokenizerError(f"{shown}: not a tokenizer ({error.strerror or error})") from None
+    if exists:
         return _local_files(path, name_or_path)
     if not _HUB_ID.match(name_or_path) or name_or_path.startswith((".", "~")):
         raise TokenizerError(
