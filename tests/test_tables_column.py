@@ -98,3 +98,19 @@ def test_without_pyarrow_a_directory_skips_its_tables_with_one_note(cli, tmp_pat
     assert _summary(result)["files"] == 1
     notes = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(notes) == 1 and "old.csv" in notes[0] and "needs pyarrow" in notes[0]
+
+
+def test_a_column_without_a_table_is_named_as_each_caller_spells_it(cli, tmp_path):
+    """The refusal names the field: the command says `--column`, the API `column`."""
+    import pcache
+
+    request = tmp_path / "request.json"
+    request.write_text('{"messages": [{"role": "user", "content": "hi"}]}')
+    result = cli("lint", request, "--column", "body")
+    assert result.exit_code == 2
+    assert "--column body: no table input" in result.output
+    with pytest.raises(pcache.ArgumentValueError) as refused:
+        pcache.lint([str(request)], column="body")
+    assert str(refused.value) == (
+        "pcache.lint: column body: no table input (.parquet, .pq, .csv) to read it from"
+    )

@@ -14,7 +14,7 @@ from typing import Any
 
 from pcache.cache.profiles import load_profile, longest_ttl_seconds
 from pcache.divergence.sessions import SessionTracker
-from pcache.errors import InputError, UsageError
+from pcache.errors import InputError, OptionError, UsageError
 from pcache.pipeline import RENDER_CHUNK, RenderStage, Settings, WithSettings
 from pcache.prompt.reading.json_positions import JsonPositions
 from pcache.prompt.reading.loading import Document, iter_documents
@@ -150,7 +150,9 @@ def find_inputs(paths: list[str], column: str | None = None) -> Inputs:
         else:
             raise InputError(path, "no such file or directory")
     if column is not None and not any(is_table(file) for file in inputs.files):
-        raise UsageError(f"--column {column}: no table input (.parquet, .pq, .csv) to read it from")
+        raise OptionError(
+            "column", f"{column}: no table input (.parquet, .pq, .csv) to read it from"
+        )
     return inputs
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from pcache.errors import InputError, UsageError
+from pcache.errors import InputError, OptionError
 from pcache.files import display_name
 from pcache.prompt.reading.document import Document, json_error
 
@@ -41,7 +41,7 @@ def with_column(path: str, column: str | None) -> str:
         return path
     file, own = split_column(path)
     if own is not None and own != column:
-        raise UsageError(f"--column {column} and {path} name different columns")
+        raise OptionError("column", f"{column} and {path} name different columns")
     return f"{file}#{column}"
 
 
@@ -51,7 +51,9 @@ def with_columns(paths: list[str], column: str | None) -> list[str]:
     if column is None:
         return list(paths)
     if not any(is_table(path) for path in paths):
-        raise UsageError(f"--column {column}: no table input (.parquet, .pq, .csv) to read it from")
+        raise OptionError(
+            "column", f"{column}: no table input (.parquet, .pq, .csv) to read it from"
+        )
     return [with_column(path, column) for path in paths]
 
 
