@@ -360,7 +360,13 @@ def endpoint_cases() -> list[Case]:
         "udp://x:1",
     ]
     cases = [
-        Case("endpoint", f"--kv-events {value}", {"t.jsonl": trace}, (*base, "--kv-events", value))
+        Case(
+            "endpoint",
+            f"--kv-events {value}",
+            {"t.jsonl": trace},
+            (*base, "--kv-events", value),
+            120,
+        )
         for value in kv
     ]
     for value in ("http://127.0.0.1:9,http://[::1", "ftp://x", "http://10.255.255.1:1"):
