@@ -113,6 +113,16 @@ CALLS = {
         (lambda: assert_cacheable([BODY], True), ArgumentTypeError, "min_ratio must be"),
         (lambda: assert_cacheable(None, 0.5), ArgumentTypeError, "requests must be"),
         (lambda: assert_prefix_stable([BODY], block_size=0), ArgumentValueError, "block_size"),
+        (
+            lambda: pcache.replay([BODY], trace_format="csv"),
+            ArgumentValueError,
+            "pcache.replay: trace_format must be one of",
+        ),
+        (
+            lambda: pcache.lint([str(TRACE)], column="body"),
+            ArgumentValueError,
+            "pcache.lint: column body: no table input",
+        ),
     ],
 )
 def test_a_bad_argument_is_a_typed_error_naming_it(call, error, message):

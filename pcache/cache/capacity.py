@@ -86,5 +86,5 @@ def resolve_model(name_or_path: str) -> ModelShape:
 def blocks_for_gigabytes(gigabytes: float, shape: ModelShape, block_size: int) -> int:
     """Whole KV blocks that fit in `gigabytes` (GiB) for this model."""
     if not 0 < gigabytes < math.inf:  # also refuses NaN
-        raise UsageError(f"--cache-gb must be a positive number, got {gigabytes}")
+        raise OptionError("cache_gb", f"must be a positive number, got {gigabytes}")
     return int(gigabytes * 2**30 // (shape.kv_bytes_per_token * block_size))

@@ -158,7 +158,7 @@ class ReplayOptions:
 
     def check_plot(self) -> None:
         """Refuse `--plot` where this driver draws no chart."""
-        raise UsageError(f"--plot does not apply to {_joined(self.flags)}")
+        raise OptionError("plot", f"does not apply to {_joined(self.flags)}")
 
     def read_trace(
         self,

@@ -22,7 +22,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from pcache.errors import InputError, UsageError
+from pcache.errors import InputError, OptionError
 from pcache.prompt.reading.loading import display_name, iter_values
 from pcache.prompt.shapes.fields import json_kind
 from pcache.traces.record import Trace, TraceRecord
@@ -337,7 +337,7 @@ def read_trace(
     (`settings`: a `pcache.pipeline.Settings`; `keep_requests`: a request trace keeps each
     record's parsed request in `trace.requests`)."""
     if trace_format not in FORMATS:
-        raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
+        raise OptionError("trace_format", f"must be one of {', '.join(FORMATS)}")
     in_memory = not isinstance(path, str | os.PathLike)
     source = "<memory>" if in_memory else display_name(path)
     trace = Trace(source=source, format=trace_format, block_size=None)
@@ -396,7 +396,7 @@ def stream_hash_trace(
     The iterator raises `NotStreamable` where `read_trace` would reorder the records or take
     another line's block size, and `InputError` at its end if no record was valid."""
     if trace_format not in FORMATS:
-        raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
+        raise OptionError("trace_format", f"must be one of {', '.join(FORMATS)}")
     source = display_name(path)
     trace = Trace(source=source, format=trace_format, block_size=None)
     entries = iter_values(path, skip_errors=not strict)

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pcache.errors import InputError, UsageError
+from pcache.errors import InputError, OptionError
 from pcache.executors.shards import Shard, ShardCutsChain, read_shard, shards_of_file
 from pcache.traces.readers import (
     FORMATS,
@@ -99,7 +99,7 @@ def read_trace_sharded(
     from pcache.prompt.reading.loading import display_name
 
     if trace_format not in FORMATS:
-        raise UsageError(f"--trace-format must be one of {', '.join(FORMATS)}")
+        raise OptionError("trace_format", f"must be one of {', '.join(FORMATS)}")
     path = os.fspath(path)
     files = trace_files(path)
     detected = _format_of(files[0], trace_format)

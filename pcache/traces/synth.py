@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pcache.defaults import DEFAULT_BLOCK_SIZE
-from pcache.errors import UsageError
+from pcache.errors import OptionError
 from pcache.options.numbers import check_number
 
 WORKLOADS = ("shared-prefix", "chat", "agent")
@@ -89,11 +89,11 @@ class SynthOptions:
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:
-            raise UsageError(f"--workload must be one of {', '.join(WORKLOADS)}")
+            raise OptionError("workload", f"must be one of {', '.join(WORKLOADS)}")
         if self.output not in OUTPUTS:
-            raise UsageError(f"--output-format must be one of {', '.join(OUTPUTS)}")
+            raise OptionError("output_format", f"must be one of {', '.join(OUTPUTS)}")
         if self.arrival not in ARRIVALS:
-            raise UsageError("--arrival must be poisson or bursty")
+            raise OptionError("arrival", "must be poisson or bursty")
         for name, low, high in _COUNT_BOUNDS:
             option = "--" + name.replace("_", "-")
             check_number(option, getattr(self, name), minimum=low, maximum=high)

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from pcache.defaults import MAX_BLOCK_SIZE
-from pcache.errors import UsageError
+from pcache.errors import OptionError, UsageError
 from pcache.prompt.shapes.fields import json_kind
 from pcache.replayer.endpoint.options import EndpointOptions
 from pcache.replayer.endpoint.reading import (
@@ -160,7 +160,7 @@ async def served_model(
         )
     if len(names) != 1:
         shown = ", ".join(name[:80] for name in names[:5])
-        raise UsageError(f"--model not given; {masked(url)} lists {len(names)}: {shown}")
+        raise OptionError("model", f"not given; {masked(url)} lists {len(names)}: {shown}")
     return names[0]
 
 

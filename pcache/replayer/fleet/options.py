@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pcache.defaults import DEFAULT_ROUTER
-from pcache.errors import UsageError
+from pcache.errors import OptionError, UsageError
 from pcache.replayer.fleet.routers import build_parameters, parse_parameters, router_module
 from pcache.replayer.fleet.routers.request import DEFAULT_CHARS_PER_TOKEN
 
@@ -25,7 +25,7 @@ def parse_replicas(text: str) -> tuple[int, ...]:
     counts = []
     for item in parse_list("--replicas", text):
         if not item.isdigit() or not 1 <= int(item) <= MAX_REPLICAS:
-            raise UsageError(f"--replicas: each count must be 1 to {MAX_REPLICAS}, got {item!r}")
+            raise OptionError("replicas", f": each count must be 1 to {MAX_REPLICAS}, got {item!r}")
         counts.append(int(item))
     return tuple(dict.fromkeys(counts))
 
@@ -36,7 +36,7 @@ def parse_router_params(values: list[str] | None) -> tuple[tuple[str, str], ...]
     for value in values or ():
         name, equals, text = value.partition("=")
         if not equals or "." not in name:
-            raise UsageError(f"--router-param must be ROUTER.NAME=VALUE, got {value!r}")
+            raise OptionError("router_param", f"must be ROUTER.NAME=VALUE, got {value!r}")
         pairs.append((name.strip(), text.strip()))
     return tuple(pairs)
 
@@ -56,13 +56,13 @@ class FleetOptions:
 
     def __post_init__(self) -> None:
         if not self.replicas or any(not 1 <= n <= MAX_REPLICAS for n in self.replicas):
-            raise UsageError(f"--replicas: each count must be 1 to {MAX_REPLICAS}")
+            raise OptionError("replicas", f": each count must be 1 to {MAX_REPLICAS}")
         if not self.routers:
-            raise UsageError("--router: give at least one router")
+            raise OptionError("router", ": give at least one router")
         for name in self.routers:
             router_module(name)
         if self.chars_per_token < 1:
-            raise UsageError("--chars-per-token must be at least 1")
+            raise OptionError("chars_per_token", "must be at least 1")
         parsed = parse_parameters(dict(self.router_params), list(self.routers))
         for name, values in parsed.items():  # refuse bad values now, before any replay
             build_parameters(name, values)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from pcache.errors import UsageError
+from pcache.errors import OptionError
 from pcache.options.numbers import check_number
 
 ROUTERS = {
@@ -35,7 +35,7 @@ ROUTERS = {
 def router_module(name: str):
     module = ROUTERS.get(name)
     if module is None:
-        raise UsageError(f"--router must be one of {', '.join(ROUTERS)}, got {name!r}")
+        raise OptionError("router", f"must be one of {', '.join(ROUTERS)}, got {name!r}")
     return importlib.import_module(f"pcache.replayer.fleet.routers.{module}")
 
 
@@ -56,7 +56,7 @@ def _convert(text: str, kind: Any, flag: str) -> Any:
     if kind is bool:
         value = BOOLEANS.get(text.lower())
         if value is None:
-            raise UsageError(f"--router-param {flag}: expected true or false, got {text!r}")
+            raise OptionError("router_param", f"{flag}: expected true or false, got {text!r}")
         return value
     try:
         if kind is int:
@@ -64,7 +64,7 @@ def _convert(text: str, kind: Any, flag: str) -> Any:
         if kind is float:
             return float(text)
     except ValueError:
-        raise UsageError(f"--router-param {flag}: expected a number, got {text!r}") from None
+        raise OptionError("router_param", f"{flag}: expected a number, got {text!r}") from None
     return text
 
 
@@ -75,13 +75,13 @@ def parse_parameters(settings: Mapping[str, str], routers: list[str]) -> dict[st
     for flag, text in settings.items():
         router, _, name = flag.partition(".")
         if router not in ROUTERS:
-            raise UsageError(f"--router-param {flag}: no router {router!r}")
+            raise OptionError("router_param", f"{flag}: no router {router!r}")
         if router not in chosen:
-            raise UsageError(f"--router-param {flag}: --router {router} is not chosen")
+            raise OptionError("router_param", f"{flag}: --router {router} is not chosen")
         known = {item.name: item for item in fields(router_module(router).Parameters)}
         if name not in known:
             names = ", ".join(known) or "none"
-            raise UsageError(f"--router-param {flag}: {router}'s parameters are {names}")
+            raise OptionError("router_param", f"{flag}: {router}'s parameters are {names}")
         chosen[router][name] = _convert(text, known[name].type, flag)
     return chosen
 
@@ -94,7 +94,7 @@ def build_parameters(name: str, values: Mapping[str, Any] | None = None):
     try:
         parameters = module.Parameters(**(values or {}))
     except TypeError as failure:
-        raise UsageError(f"--router-param: {failure}") from None
+        raise OptionError("router_param", f": {failure}") from None
     for item in fields(parameters):
         value = getattr(parameters, item.name)
         if isinstance(value, int | float) and not isinstance(value, bool):
