@@ -10,6 +10,8 @@ from types import SimpleNamespace
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("zmq")
 pytest.importorskip("msgpack")
@@ -202,3 +204,19 @@ def test_the_subscriber_starts_once_connected_and_gets_the_first_batch():
         publisher.close()
         context.term()
     assert received.batches == 1 and received.events and received.last_sequence == 7
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 3), min_size=0, max_size=40), min_size=1, max_size=12),
+    st.sampled_from([1, 2, 4, 16]),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_pool_sized_to_the_trace_predicts_what_an_unlimited_one_does(prompts, block_size):
+    """Without the server's block count, the KV check replays a pool that never fills for the
+    trace: the events it predicts are those of a far larger pool."""
+    from pcache.replayer.endpoint.kv_check import BlockIndex, never_full, predicted_blocks
+
+    sized = predicted_blocks(prompts, block_size, never_full(prompts, block_size), BlockIndex())
+    larger = predicted_blocks(prompts, block_size, 1 << 14, BlockIndex())
+    assert sized == larger
+    assert not sized[1]  # nothing evicted

@@ -26,7 +26,12 @@ from typing import Any
 from pcache.cache.hashing import HASH_ALGOS, HashSettings, block_hashes
 from pcache.serve.kv_event_wire import wire_hash
 
-UNLIMITED_BLOCKS = 1 << 24
+
+def never_full(prompts: Sequence[Sequence[int]], block_size: int) -> int:
+    """The blocks of a pool that never evicts for `prompts`: one for every block they fill,
+    partial ones included, and vLLM's null block. It replays as an unlimited pool does, in
+    memory of the trace's size, not of a guess."""
+    return 1 + sum(-(-len(tokens) // block_size) for tokens in prompts)
 
 
 class BlockIndex:
@@ -107,6 +112,8 @@ def predicted_blocks(
     stored: Counter = Counter()
     removed: Counter = Counter()
     for number, tokens in enumerate(prompts):
+        if not tokens:
+            continue  # nothing to store (a server refuses an empty prompt)
         ids = index.chain(tokens, block_size)
         request = CacheRequest(str(number), len(tokens), ids, list(tokens))
         hits, num_hits = manager.get_computed_blocks(request)
@@ -144,7 +151,7 @@ def check_kv_events(
         f"token blocks and {hash_algo} hashes" if comparable else "token blocks",
     )
     predicted_stored, predicted_removed = predicted_blocks(
-        prompts, block_size, num_blocks or UNLIMITED_BLOCKS, index
+        prompts, block_size, num_blocks or never_full(prompts, block_size), index
     )
     prompt_ids = set(index.ids.values())
     expected_hash: dict[int, int] = {}
