@@ -12,42 +12,20 @@ from pcache.errors import InputError
 from pcache.files import MAX_INPUT_BYTES, display_name, open_input, read_input
 from pcache.prompt.reading.document import Document as Document
 from pcache.prompt.reading.document import json_error as json_error
+from pcache.prompt.reading.text_encoding import SNIFF_BYTES, check_text
 
 MAX_DOCUMENT_BYTES = MAX_INPUT_BYTES
-SNIFF_BYTES = 8192
 BOM = b"\xef\xbb\xbf"
-_WIDE_BOMS = (
-    (b"\xff\xfe\x00\x00", "UTF-32"),
-    (b"\x00\x00\xfe\xff", "UTF-32"),
-    (b"\xff\xfe", "UTF-16"),
-    (b"\xfe\xff", "UTF-16"),
-)
 
 
 def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
     """Read a whole input file ('-' is stdin), refusing binary, empty and oversized input."""
     source = display_name(path)
     data = read_input(path, max_bytes=max_bytes, what="JSON or JSONL file")
-    _check_text(data[:SNIFF_BYTES], source)
+    check_text(data[:SNIFF_BYTES], source)
     if not data.strip():
         raise InputError(source, "file is empty, expected a JSON request")
     return data
-
-
-def _check_text(head: bytes, source: str) -> None:
-    """UTF-16 and UTF-32 text are named as such; other NUL bytes mean a binary file."""
-    for mark, encoding in _WIDE_BOMS:
-        if head.startswith(mark):
-            raise InputError(source, _wide_text(encoding))
-    if b"\x00" in head:
-        half = len(head) // 2
-        if half and max(head[0::2].count(0), head[1::2].count(0)) >= 0.9 * half:
-            raise InputError(source, _wide_text("UTF-16"))
-        raise InputError(source, "binary file, expected JSON text")
-
-
-def _wide_text(encoding: str) -> str:
-    return f"is {encoding} text; pcache reads UTF-8 (convert it: iconv -f {encoding} -t UTF-8)"
 
 
 def parse_json(data: bytes, source: str, line: int | None = None) -> Any:
@@ -139,7 +117,7 @@ def _json_lines(path, skip_errors: bool, keep_raw: bool) -> Iterator[tuple | Inp
     source = display_name(path)
     with open_input(path, max_bytes=None, what="JSONL file") as (handle, size):
         head = handle.read(SNIFF_BYTES)
-        _check_text(head, source)
+        check_text(head, source)
         handle.seek(0)
         if head.startswith(BOM):
             handle.seek(len(BOM))

@@ -106,11 +106,11 @@ def _batches(file: str, source: str) -> tuple[Any, Iterator[Any], int]:
 
 def _check_csv_text(file: str, source: str) -> None:
     """A CSV file in UTF-16 or UTF-32 is named as such, as a JSON file is."""
-    from pcache.prompt.reading.loading import SNIFF_BYTES, _check_text
+    from pcache.prompt.reading.text_encoding import SNIFF_BYTES, check_text
 
     with open(file, "rb") as handle:
         head = handle.read(SNIFF_BYTES)
-    _check_text(head, source)
+    check_text(head, source)
 
 
 def _row_group_batches(table: Any) -> Iterator[Any]:
