@@ -18,7 +18,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections import Counter
@@ -29,6 +28,10 @@ _spec = importlib.util.spec_from_file_location("import_graph", ROOT / "bench" / 
 assert _spec is not None and _spec.loader is not None
 import_graph = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(import_graph)
+_spec = importlib.util.spec_from_file_location("house_outputs", ROOT / "bench" / "house_outputs.py")
+assert _spec is not None and _spec.loader is not None
+house_outputs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(house_outputs)
 LONG = 150
 """A function over this many lines is counted as long."""
 
@@ -113,7 +116,7 @@ def timings(trees: dict[str, Path], rounds: int) -> dict[str, dict[str, list[flo
                 environment = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1"}
                 start = time.perf_counter()
                 subprocess.run(
-                    [sys.executable, "-m", "pcache", *arguments],
+                    [sys.executable, "-P", "-m", "pcache", *arguments],
                     cwd=ROOT,
                     env=environment,
                     capture_output=True,
@@ -122,30 +125,16 @@ def timings(trees: dict[str, Path], rounds: int) -> dict[str, dict[str, list[flo
     return seconds
 
 
-def checkout(revision: str, into: Path) -> Path:
-    archive = subprocess.run(
-        ["git", "archive", revision, "pcache", "bench/import_graph.py"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    tree = into / "before"
-    tree.mkdir()
-    with tempfile.TemporaryFile() as handle:
-        handle.write(archive)
-        handle.seek(0)
-        with tarfile.open(fileobj=handle) as unpacked:
-            unpacked.extractall(tree, filter="data")
-    return tree
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--against", required=True, help="a commit of this repository")
     parser.add_argument("--rounds", type=int, default=9)
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        trees = {"before": checkout(arguments.against, Path(scratch)), "after": ROOT}
+        before = house_outputs.checkout(
+            arguments.against, Path(scratch), ("pcache", "bench/import_graph.py")
+        )
+        trees = {"before": before, "after": ROOT}
         rows = {label: static(tree) for label, tree in trees.items()}
         print(f"| measure | before ({arguments.against}) | after |\n|---|---|---|")
         for key in rows["before"]:

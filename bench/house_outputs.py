@@ -106,10 +106,10 @@ def flags_and_help(text: bytes) -> list[str]:
     return sorted(" ".join(" ".join(entry).split()) for entry in entries if entry)
 
 
-def checkout(revision: str, into: Path) -> Path:
-    """`revision` of this repository, unpacked under `into`."""
+def checkout(revision: str, into: Path, paths: tuple[str, ...] = ("pcache",)) -> Path:
+    """`paths` of `revision` of this repository, unpacked under `into`."""
     archive = subprocess.run(
-        ["git", "archive", revision, "pcache"], cwd=ROOT, capture_output=True, check=True
+        ["git", "archive", revision, *paths], cwd=ROOT, capture_output=True, check=True
     ).stdout
     tree = into / revision.replace("/", "_")
     tree.mkdir()
