@@ -34,7 +34,8 @@ __all__ = [
 def in_range(
     minimum: float | None = None, maximum: float | None = None, above: float | None = None
 ):
-    """A typer callback checking an option with `pcache.options.numbers.check_number` (None passes)."""
+    """A typer callback checking an option with `pcache.options.numbers.check_number` (None
+    passes)."""
 
     def check(context, parameter, value):
         if value is None:

@@ -444,9 +444,7 @@ def _check_events(session: Session, received: Any, before: Any) -> Any:
     )
 
 
-def replay_endpoint(
-    trace: Trace, options: EndpointOptions, transport: Any = None
-) -> ReplayReport:
+def replay_endpoint(trace: Trace, options: EndpointOptions, transport: Any = None) -> ReplayReport:
     """Replay `trace` against `options.url`. The report's own fields are the simulator's
     prediction for the trace (the server's pool cannot be observed); what the server did is
     its `endpoint` measurement, and its `ttft_ms` are the measured TTFTs. On Ctrl-C the
