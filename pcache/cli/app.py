@@ -130,7 +130,9 @@ def _runs_locally(arguments: dict) -> bool:
 def _simulates(arguments: dict) -> bool:
     """Whether `replay` simulates (no --engine, --gpu or --endpoint): the engine's and an
     endpoint's runs, long and full of short-lived cycles (torch, asyncio), keep the collector."""
-    return not (arguments.get("device") or arguments.get("gpu") or arguments.get("url"))
+    from pcache.cli.replay import chosen_mode
+
+    return chosen_mode(arguments) == "simulate"
 
 
 BATCH = ProcessPolicy(pause_gc=always, fast_exit=_runs_locally)

@@ -52,8 +52,9 @@ def _options(values: dict[str, Any], keep_requests: bool):
     from pcache.replayer.run import replay_options
     from pcache.replayer.simulate.options import ttft_of
 
-    simulate, gpu = values.pop("simulate"), values.pop("gpu")
-    mode = _mode(simulate=simulate, engine=values["device"], gpu=gpu, endpoint=values["url"])
+    mode = chosen_mode(values)
+    values.pop("simulate")
+    gpu = values.pop("gpu")
     fleet = fleet_from_flags(
         values.pop("replicas"),
         values.pop("router"),
@@ -68,6 +69,16 @@ def _options(values: dict[str, Any], keep_requests: bool):
     if gpu:
         given["device"] = "gpu"
     return replay_options(mode, **values, **given)
+
+
+def chosen_mode(values: dict[str, Any]) -> str:
+    """The driver the command's values choose: simulate, engine or endpoint."""
+    return _mode(
+        simulate=values.get("simulate"),
+        engine=values.get("device"),
+        gpu=values.get("gpu"),
+        endpoint=values.get("url"),
+    )
 
 
 def _mode(**chosen: bool | str | None) -> str:
