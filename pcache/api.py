@@ -64,8 +64,10 @@ def diff(
     hash_algo: str | None = None,
     cache_salt: str | None = None,
     date: str | None = None,
+    redact: bool = False,
 ) -> DiffResult:
-    """Where request `b` stops reusing `a`'s cached prefix, what each cache reuses, and why.
+    """Where request `b` stops reusing `a`'s cached prefix, what each cache reuses, and why
+    (`redact`: excerpts and details as shapes, no token ids).
 
     >>> result = pcache.diff(earlier_body, later_body)
     >>> result.cause.kind, result.cause.b_path, result.first_divergence_token
@@ -75,8 +77,9 @@ def diff(
 
     a, b = check.request("diff", "a", a), check.request("diff", "b", b)
     settings = _settings("diff", tokenizer, block_size, hash_algo, cache_salt, date)
+    redact = check.flag("diff", "redact", redact)
     with check.named_as("diff", ()):
-        return compare(a, b, settings).result
+        return compare(a, b, settings, redact=redact).result
 
 
 def hash(
@@ -118,6 +121,7 @@ def lint(
     executor: str | None = None,
     ray_address: str | None = None,
     write_fixed: str | os.PathLike[str] | None = None,
+    redact: bool = False,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -131,6 +135,7 @@ def lint(
     `column` names the request column of Parquet/CSV table inputs (`--column`).
     `write_fixed`: a path to write the fixed log to (every request as the fixed log that the
     findings' tokens were replayed from sends it), so `replay --simulate` can check them.
+    `redact`: no string of a request in the report (values quoted as their shapes).
     """
     from dataclasses import replace
     from pathlib import Path
@@ -162,6 +167,7 @@ def lint(
     ray_address = check.text("lint", "ray_address", ray_address)
     column = check.text("lint", "column", column)
     write_fixed = check.optional_path("lint", "write_fixed", write_fixed)
+    redact = check.flag("lint", "redact", redact)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
         raise check.ArgumentValueError(
@@ -198,6 +204,7 @@ def lint(
             column=column,
             template_chosen=bool(tokenizer or settings.tokenizer),
             write_fixed=os.fspath(write_fixed) if write_fixed is not None else None,
+            redact=redact,
         )
     with check.named_as("lint", ("since", "fix", "column")):
         if not paths:
@@ -237,6 +244,7 @@ def replay(
     options: ReplayOptions | None = None,
     *,
     progress: Callable[[int], None] | None = None,
+    redact: bool = False,
     **given: Any,
 ) -> ReplayResult:
     """Replay a trace (a file, or request bodies in arrival order) against a prefix cache.
@@ -247,12 +255,15 @@ def replay(
     `tokenizer`, `block_size`, `hash_algo`, `cache_salt` and `date` for its `settings`; given
     beside `options`, keywords change them. A refused option is an `ArgumentValueError`
     naming the keyword (`cache_blocks must be at least 1, got 0`), with the command's words for
-    its flag as its `command_line`.
+    its flag as its `command_line`. `redact`: a server's error texts as their shapes and no
+    generated token ids in the result.
     """
     from pcache import api_arguments as check
     from pcache.prompt.reading.held import is_path, values_from
     from pcache.replayer.options import ReplayOptions
+    from pcache.replayer.redaction import redact_result
     from pcache.replayer.run import replay_options, run_replay
+    from pcache.text.redaction import redacting
 
     trace = check.requests("replay", "trace", trace)
     if options is not None and not isinstance(options, ReplayOptions):
@@ -263,11 +274,15 @@ def replay(
             f" or None, got {check.kind_of(options)}",
         )
     progress = check.callback("replay", "progress", progress)
+    redact = check.flag("replay", "redact", redact)
     if options is None or given:
         mode, given = check.replay_keywords("replay", given)
         mode = mode or (options.mode if options is not None else "simulate")
         with check.named_as("replay", given):
             options = replay_options(mode, options, **given)
     source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
-    with check.named_as("replay", check.replay_fields()):
-        return run_replay(source, options, progress=progress)
+    with check.named_as("replay", check.replay_fields()), redacting(redact):
+        result = run_replay(source, options, progress=progress)
+        if redact:
+            redact_result(result)
+        return result

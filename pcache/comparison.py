@@ -9,6 +9,7 @@ from typing import Any
 from pcache.divergence.compare import DiffResult, diff
 from pcache.pipeline import HashedPrompt, Settings, hash_requests
 from pcache.rules import rule_of
+from pcache.text.redaction import redacting
 
 
 @dataclass(slots=True)
@@ -20,12 +21,16 @@ class Comparison:
     b: HashedPrompt
 
 
-def compare(a: Any, b: Any, settings: Settings) -> Comparison:
-    """Load, render and hash two requests (paths, bodies, SDK objects), then diff them."""
+def compare(a: Any, b: Any, settings: Settings, redact: bool = False) -> Comparison:
+    """Load, render and hash two requests (paths, bodies, SDK objects), then diff them;
+    `redact`: the cause's excerpts and details as shapes, and no token ids."""
     from pcache.prompt.reading.held import one_request
 
     hashed_a, hashed_b = hash_requests([one_request(a, "A"), one_request(b, "B")], settings)
-    result = diff(hashed_a, hashed_b)
+    with redacting(redact):
+        result = diff(hashed_a, hashed_b)
+    if redact:
+        result.a_tokens, result.b_tokens = [], []
     if result.cause is not None:
         result.cause.rule = rule_of(result.cause.kind)
     return Comparison(result, hashed_a, hashed_b)

@@ -21,6 +21,7 @@ from pcache.cli.options import (
     FormatOpt,
     HashAlgoOpt,
     JobsOpt,
+    RedactOpt,
     TokenizerOpt,
     check_text_or_json,
 )
@@ -41,6 +42,7 @@ def diff_command(
     format: FormatOpt = "text",
     column: ColumnOpt = None,
     jobs: JobsOpt = None,
+    redact: RedactOpt = False,
 ) -> None:
     """Show where B stops reusing A's cached prefix, what each cache reuses, and why.
 
@@ -51,18 +53,20 @@ def diff_command(
     from pcache.errors import UsageError
     from pcache.pipeline import Settings
     from pcache.prompt.reading.tables import with_columns
+    from pcache.text.redaction import redacting
 
     check_text_or_json(format)
     a, b = with_columns([a, b], column)
     if a == "-" and b == "-":
         raise UsageError("only one of A and B can be read from stdin")
     settings = Settings(tokenizer, block_size, hash_algo, cache_salt, date, jobs=jobs)
-    comparison = compare(a, b, settings)
+    comparison = compare(a, b, settings, redact=redact)
     result = comparison.result
     if format == "json":
         write_json(result.to_json())
     else:
-        stdout.print(render_report(result, comparison.a, comparison.b))
+        with redacting(redact):
+            stdout.print(render_report(result, comparison.a, comparison.b))
     raise typer.Exit(0 if result.identical else 1)
 
 
@@ -107,7 +111,8 @@ def render_report(result: DiffResult, a: HashedPrompt, b: HashedPrompt):
         lines.append(verdict)
         if cause is not None and result.first_divergence_char is not None:
             lines.append(_excerpts(a, b, result.first_divergence_char, cause))
-        lines.append(_token_window(result))
+        if result.a_tokens or result.b_tokens:  # none under --redact
+            lines.append(_token_window(result))
     if cause is not None:
         why = Text("\nCause: ", style="bold")
         why.append(cause.kind.replace("_", " "), style="bold yellow")
@@ -137,7 +142,21 @@ def render_report(result: DiffResult, a: HashedPrompt, b: HashedPrompt):
 
 
 def _excerpts(a: HashedPrompt, b: HashedPrompt, char: int, cause):
+    """The text of A and B around the first difference (under `--redact`, its shapes)."""
     from rich.text import Text
+
+    from pcache.text.redaction import active
+
+    if active() is not None:
+        out = Text()
+        for label, path, excerpt in (
+            ("A", cause.a_path, cause.a_excerpt),
+            ("B", cause.b_path, cause.b_excerpt),
+        ):
+            out.append(f"\n  {label} ", style="bold")
+            out.append(f"{path or '(template text)'}\n", style="dim")
+            out.append("    " + excerpt)
+        return out
 
     out = Text()
     for label, style, hashed, path in (

@@ -17,6 +17,7 @@ from pcache.cli.options import (
     JobsOpt,
     LintTokenizerOpt,
     RayAddressOpt,
+    RedactOpt,
     VerboseOpt,
     say_encoder,
 )
@@ -82,6 +83,7 @@ def lint_command(
             " `pcache replay OUT --simulate`.",
         ),
     ] = None,
+    redact: RedactOpt = False,
     jobs: JobsOpt = None,
     executor: ExecutorOpt = DEFAULT_EXECUTOR,
     ray_address: RayAddressOpt = None,
@@ -135,6 +137,7 @@ def lint_command(
             executor=executor,
             ray_address=ray_address,
             write_fixed=write_fixed,
+            redact=redact,
         )
     lint_output.print_report(report, format)
     if report.failing and not exit_zero:

@@ -110,6 +110,14 @@ ColumnOpt = Annotated[
         " JSON-looking one; FILE#COLUMN names it per file).",
     ),
 ]
+RedactOpt = Annotated[
+    bool,
+    typer.Option(
+        "--redact",
+        help="Quote no string of a request: values shown as their shapes (<clock>, <uuid>,"
+        " <email #d>, <text 42 chars #d>: digests keyed by PCACHE_REDACT_KEY, else per run).",
+    ),
+]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: text or json.")]
 JobsOpt = Annotated[
     int | None,

@@ -30,7 +30,7 @@ def replay_command(**values: Any) -> None:
     format, output, plot = values.pop("format"), values.pop("output"), values.pop("plot")
     check_text_or_json(format)
     (trace,) = with_columns([values.pop("trace")], values.pop("column"))
-    progress = values.pop("progress")
+    progress, redact = values.pop("progress"), values.pop("redact")
     options = _options(values, keep_requests=output is not None or plot is not None)
     if plot is not None:
         options.check_plot()
@@ -38,10 +38,10 @@ def replay_command(**values: Any) -> None:
         if path is not None:
             check_writable(path)
     if options.mode == "endpoint":
-        replay_endpoint.run(trace, options, output, format)
+        replay_endpoint.run(trace, options, output, format, redact)
         return
     with replay_view.progress_bar(progress, format) as advance:
-        result = replay(trace, options, progress=advance)
+        result = replay(trace, options, progress=advance, redact=redact)
     replay_view.warn(trace, result)
     replay_view.show(result, options.mode, format, output, plot)
 

@@ -159,15 +159,15 @@ def _count(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.0f}"
 
 
-def run(trace: str, options, output: str | None, format: str) -> None:
+def run(trace: str, options, output: str | None, format: str, redact: bool = False) -> None:
     """Replay against the server (`options`, `EndpointOptions`), show the report, also after
-    Ctrl-C."""
+    Ctrl-C (`redact`: the server's error texts as their shapes)."""
     from pcache import replay
     from pcache.cli.console import stderr, warning
 
     if format == "text" and stderr.is_terminal:
         stderr.print(f"replaying {trace} against {options.shown} ...", markup=False)
-    result = replay(trace, options)
+    result = replay(trace, options, redact=redact)
     for message in result.skipped[:5]:
         warning(f"skipped {message}")
     if len(result.skipped) > 5:

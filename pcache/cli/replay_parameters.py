@@ -43,6 +43,14 @@ COMMAND_ONLY = {
     "progress": Declared(
         ("--progress/--no-progress",), "Progress bar on stderr.", "output", type=bool | None
     ),
+    "redact": Declared(
+        ("--redact",),
+        "Nothing a request or its response said in the output: a server's error text as its"
+        " shape, no generated token ids.",
+        "output",
+        False,
+        bool,
+    ),
 }
 """Options of the command alone: the driver chosen (with `--engine`, `--endpoint`) and the
 views of the result."""

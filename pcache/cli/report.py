@@ -25,6 +25,7 @@ from pcache.cli.options import (
     JobsOpt,
     LintTokenizerOpt,
     RayAddressOpt,
+    RedactOpt,
     ReplicasOpt,
     RouterOpt,
     RouterParamOpt,
@@ -86,6 +87,7 @@ def report_command(
     chars_per_token: CharsPerTokenOpt = DEFAULT_CHARS_PER_TOKEN,
     executor: ExecutorOpt = DEFAULT_EXECUTOR,
     ray_address: RayAddressOpt = None,
+    redact: RedactOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Write one HTML page (everything inline, opens offline) of what breaks the cache.
@@ -130,6 +132,7 @@ def report_command(
         model=model,
         sweep_points=sweep_points,
         fleet=fleet,
+        redact=redact,
     )
     if format == "json":
         report = _build(options, None)

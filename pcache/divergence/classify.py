@@ -39,6 +39,7 @@ from pcache.prompt.shapes.request import KIND_TOKEN_IDS, Request, tool_names
 from pcache.text.jsonpath import get_path, head
 from pcache.text.patterns import CHANGING_CLOCK, CHANGING_ID, value_at
 from pcache.text.prefix import common_run_length
+from pcache.text.redaction import quote, shown
 
 EXCERPT_BEFORE = 32
 EXCERPT_AFTER = 48
@@ -88,7 +89,9 @@ class Divergence:
 
 
 def make_cause(kind, a_path, b_path, a_excerpt, b_excerpt, detail: str = "") -> Cause:
+    """The cause of `kind` (the excerpts as their shapes under `--redact`)."""
     about = CAUSES[kind]
+    a_excerpt, b_excerpt = shown(a_excerpt), shown(b_excerpt)
     return Cause(kind, a_path, b_path, a_excerpt, b_excerpt, about.summary, about.hint, detail)
 
 
@@ -277,13 +280,17 @@ def _parameter_change(a: Request, b: Request) -> str:
 def _tool_list_change(a: Request, b: Request) -> tuple[str, str]:
     names_a, names_b = tool_names(a), tool_names(b)
     if sorted(names_a) == sorted(names_b):
-        return "tool_order", f"A: {', '.join(names_a)}; B: {', '.join(names_b)}"
+        return "tool_order", f"A: {_names(names_a)}; B: {_names(names_b)}"
     added = sorted(set(names_b) - set(names_a))
     removed = sorted(set(names_a) - set(names_b))
-    parts = ([f"added {', '.join(added)}"] if added else []) + (
-        [f"removed {', '.join(removed)}"] if removed else []
+    parts = ([f"added {_names(added)}"] if added else []) + (
+        [f"removed {_names(removed)}"] if removed else []
     )
     return "tool_set", "; ".join(parts) or "tool list changed"
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(shown(name) for name in names)
 
 
 def _classify_tools(a, b, a_text, char_a, b_text, char_b, index_a, index_b, same_conversation):
@@ -305,11 +312,11 @@ def _classify_tools(a, b, a_text, char_a, b_text, char_b, index_a, index_b, same
     left, right = a.tools[index], b.tools[index]
     name = tool_names(a)[index]
     if left == right and orjson.dumps(left) != orjson.dumps(right):
-        return "key_order", f"tool {name!r}: same schema, different key order", unit
+        return "key_order", f"tool {quote(name)}: same schema, different key order", unit
     kind = _text_kind(a_text, char_a, b_text, char_b) or definition_kind(left, right)
     if kind is not None:
-        return kind, f"in the definition of tool {name!r}", unit
-    return "tool_definition", f"tool {name!r} changed", unit
+        return kind, f"in the definition of tool {quote(name)}", unit
+    return "tool_definition", f"tool {quote(name)} changed", unit
 
 
 def definition_kind(left: dict, right: dict) -> str | None:

@@ -58,10 +58,22 @@ def _session(kwargs: dict[str, Any]) -> str | None:
 class LiteLLMRecorder(CustomLogger):
     """Appends one JSONL line per successful LiteLLM call (sync, async and streamed)."""
 
-    def __init__(self, path: str | os.PathLike[str], session_id: SessionKey = None, **kwargs):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        session_id: SessionKey = None,
+        redact: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.writer = LineWriter(path)
         self.session_id = session_id
+        self.finish = finish_line
+        """`finish_line`, or the redacted line's (`redact`: token counts and block hashes)."""
+        if redact:
+            from pcache.record.redacted import RedactedLines
+
+            self.finish = RedactedLines().finish
 
     def record(self, kwargs: dict[str, Any], response: Any, start_time: Any) -> None:
         try:
@@ -74,7 +86,7 @@ class LiteLLMRecorder(CustomLogger):
             data = orjson.dumps(body, default=_plain)
             pending = begin_line("POST", url, data, session, stamp)
             if pending is not None:
-                self.writer.write(finish_line(pending, 200, _usage(response)))
+                self.writer.write(self.finish(pending, 200, _usage(response)))
         except Exception:  # recording never fails a call
             logger.exception("pcache: cannot record a LiteLLM call")
 

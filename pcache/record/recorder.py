@@ -34,9 +34,14 @@ def default_http() -> ModuleType:
 class Recorder:
     """Records to JSONL `path`; `requests` and `records` read the file back."""
 
-    def __init__(self, path: str | os.PathLike[str], *, session_id: SessionKey = None):
+    def __init__(
+        self, path: str | os.PathLike[str], *, session_id: SessionKey = None, redact: bool = False
+    ):
         self.path = Path(path)
         self.session_id = session_id
+        self.redact = redact
+        """Lines without the requests' text: token counts and block hashes
+        (`pcache.record.redacted`)."""
         self.canned = CannedResponses()
         self._transports: list[Any] = []
 
@@ -47,14 +52,20 @@ class Recorder:
 
     def transport(self, inner: Any = None) -> Transport:
         transport = Transport(
-            self.path, inner or CannedTransport(self.canned), session_id=self.session_id
+            self.path,
+            inner or CannedTransport(self.canned),
+            session_id=self.session_id,
+            redact=self.redact,
         )
         self._transports.append(transport)
         return transport
 
     def async_transport(self, inner: Any = None) -> AsyncTransport:
         transport = AsyncTransport(
-            self.path, inner or CannedTransport(self.canned), session_id=self.session_id
+            self.path,
+            inner or CannedTransport(self.canned),
+            session_id=self.session_id,
+            redact=self.redact,
         )
         self._transports.append(transport)
         return transport
@@ -79,8 +90,8 @@ class Recorder:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """The request bodies sent so far, in order."""
-        return [record["body"] for record in self.records]
+        """The request bodies sent so far, in order (none when redacted)."""
+        return [record["body"] for record in self.records if "body" in record]
 
     def close(self) -> None:
         for transport in self._transports:

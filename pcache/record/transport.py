@@ -36,9 +36,15 @@ def _public_url(url: Any) -> str:
 class _Recorder:
     """What the sync and async transports share: start a line, finish it once, write it."""
 
-    def __init__(self, path: str | os.PathLike[str], session_id: SessionKey):
+    def __init__(self, path: str | os.PathLike[str], session_id: SessionKey, redact: bool):
         self.writer = LineWriter(path)
         self.session_id = session_id
+        self.redacted = None
+        """Writes lines without the request's text (`redact=True`)."""
+        if redact:
+            from pcache.record.redacted import RedactedLines
+
+            self.redacted = RedactedLines()
 
     def begin(self, request: Any, body: bytes) -> PendingLine | None:
         try:
@@ -50,8 +56,9 @@ class _Recorder:
     def finish(
         self, pending: PendingLine, status: int | None, usage: Any, response: Any = None
     ) -> None:
+        finish = finish_line if self.redacted is None else self.redacted.finish
         try:
-            self.writer.write(finish_line(pending, status, usage, response))
+            self.writer.write(finish(pending, status, usage, response))
         except Exception:
             logger.exception("pcache: cannot record a request")
 
@@ -152,9 +159,10 @@ class _RecordingTransport:
         transport: Any = None,
         *,
         session_id: SessionKey = None,
+        redact: bool = False,
     ):
         self.inner = transport
-        self.recorder = _Recorder(path, session_id)
+        self.recorder = _Recorder(path, session_id, redact)
 
     @property
     def path(self) -> Path:
@@ -166,6 +174,8 @@ class Transport(_RecordingTransport):
 
     `session_id` is a fixed id or a function of the request body. Requests that never got a
     response are not recorded (no cache saw them), nor are bodies pcache cannot read.
+    `redact`: lines without the request's text (`pcache.record.redacted`: token counts and
+    block hashes, which `pcache replay` reads).
     """
 
     def handle_request(self, request: Any) -> Any:

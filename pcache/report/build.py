@@ -26,6 +26,7 @@ from pcache.replayer.report import ReplayReport
 from pcache.report.causes import BranchPoint, Origin, branch_points, explain_branch_points
 from pcache.report.outcomes import ReplayFile, read_replay_file
 from pcache.report.tree import Branch, PrefixTrie, fold, iter_branches
+from pcache.text.redaction import redacting
 from pcache.traces.readers import read_trace
 from pcache.traces.record import Trace
 
@@ -52,6 +53,8 @@ class ReportOptions(WithSettings):
     """Findings listed in the page's table (all are counted in the chart and the summary)."""
     fleet: FleetOptions | None = None
     """`--replicas`, `--router`: the log also replayed over a fleet grid (unlimited pools)."""
+    redact: bool = False
+    """No string of a request on the page: findings and excerpts as shapes (`--redact`)."""
 
 
 @dataclass(slots=True)
@@ -142,7 +145,8 @@ def build_report(
     """Lint, replay and fold the log at `options.paths` into one `Report`; `stage(text)` is
     told what is being computed, `replayed(report)` is given the report before its prefix
     tree is grown (`tree` None), e.g. to draw its charts meanwhile."""
-    return _build_report(options, stage or (lambda text: None), replayed)
+    with redacting(options.redact):
+        return _build_report(options, stage or (lambda text: None), replayed)
 
 
 def _build_report(
@@ -215,6 +219,7 @@ def _build_report(
             "replay_policy": simulation.policy,
             "ttft_model": asdict(simulation.ttft),
             "ttft_calibration": _describe(options.calibration, calibration),
+            **({"redacted": True} if options.redact else {}),
         },
         lint=lint,
         tree=tree,
@@ -373,7 +378,9 @@ def _lint(options: ReportOptions, observer=None):
         RULES,
         source=f"{config_path}" if config_path else "config",
     )
-    lint_options = LintOptions(settings=options.settings, selection=selection, observer=observer)
+    lint_options = LintOptions(
+        settings=options.settings, selection=selection, observer=observer, redact=options.redact
+    )
     return lint_paths(list(options.paths), lint_options, config)
 
 

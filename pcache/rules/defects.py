@@ -42,6 +42,7 @@ from pcache.rules.fix_plan import (
 )
 from pcache.rules.patterns import short
 from pcache.text.patterns import masked, values_of
+from pcache.text.redaction import quote, shown
 
 if TYPE_CHECKING:
     from pcache.rules.base import Rule
@@ -169,7 +170,7 @@ class Finder:
             return
         if mine == theirs and names != their_names:
             if mine not in self.plan.tool_orders:
-                detail = f"A: {', '.join(their_names)}; B: {', '.join(names)}"
+                detail = f"A: {_names(their_names)}; B: {_names(names)}"
                 fix = self._fix("tool_order", number, label, "tools", detail, "")
                 if fix is not None:
                     self.plan.tool_orders[mine] = self.plan.add(fix)
@@ -203,8 +204,8 @@ class Finder:
                 return
         added, removed = sorted(mine - theirs), sorted(theirs - mine)
         detail = "; ".join(
-            ([f"added {', '.join(added)}"] if added else [])
-            + ([f"removed {', '.join(removed)}"] if removed else [])
+            ([f"added {_names(added)}"] if added else [])
+            + ([f"removed {_names(removed)}"] if removed else [])
         )
         fix = self._fix("tool_set", number, label, "tools", detail, "")
         if fix is None:
@@ -224,13 +225,13 @@ class Finder:
                 continue
             path = f"tools[{index}]"
             if old == tool:
-                cause, detail = "key_order", f"tool {name!r}: same schema, different key order"
+                cause, detail = "key_order", f"tool {quote(name)}: same schema, different key order"
             else:
-                cause, detail = "tool_definition", f"tool {name!r} changed"
+                cause, detail = "tool_definition", f"tool {quote(name)} changed"
                 if _without_description(old) == _without_description(tool):
                     kind = definition_kind(old, tool)
                     if kind is not None:
-                        fix = self._fix(kind, number, label, path, f"in tool {name!r}", "")
+                        fix = self._fix(kind, number, label, path, f"in tool {quote(name)}", "")
                         if fix is not None and name not in self.plan.tool_values:
                             self.plan.tool_values[name] = ToolValue(self.plan.add(fix), name, kind)
                         continue
@@ -284,6 +285,10 @@ class Finder:
             self.plan.restores.setdefault(number, []).append(
                 Restore(self.plan.add(fix), earlier_number, "history")
             )
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(shown(name) for name in names)
 
 
 def _drift(old: str, new: str, regions) -> str | None:

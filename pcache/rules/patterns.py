@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pcache.text.prefix import common_prefix_length
+from pcache.text.redaction import active
 
 
 def first_difference(a: str, b: str) -> int | None:
@@ -11,7 +12,10 @@ def first_difference(a: str, b: str) -> int | None:
 
 
 def short(text: str, limit: int = 40) -> str:
-    """A value quoted for a message, shortened in the middle."""
+    """A value quoted for a message, shortened in the middle (its shape under `--redact`)."""
+    redactor = active()
+    if redactor is not None:
+        return redactor.shape(text)
     text = text.replace("\n", "\\n")
     if len(text) > limit:
         text = text[: limit // 2 - 1] + "…" + text[-(limit // 2 - 1) :]

@@ -50,6 +50,7 @@ from typing import Any
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import raw_path
+from pcache.text.redaction import quote
 
 RULE = Rule(
     code="PC108",
@@ -130,8 +131,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         for block, url, _ in images:
             if SIGNED.search(url) and ctx.app.once(("PC108", url.split("?")[0])):
                 yield Violation(
-                    f"image URL {_describe(url)!r} is signed to expire: when it is signed again"
-                    " the prefix changes from this message on",
+                    f"image URL {quote(_describe(url))} is signed to expire: when it is signed"
+                    " again the prefix changes from this message on",
                     raw_path(request, f"messages[{index}].content[{block}]"),
                     severity="warning",
                     hint=True,
@@ -150,7 +151,7 @@ def _changed(request, index, old, images, path) -> Violation:
     for (block, url, detail), (_, old_url, old_detail) in zip(images, old, strict=True):
         if url != old_url or detail != old_detail:
             what = (
-                f"detail changed from {old_detail!r} to {detail!r}"
+                f"detail changed from {quote(old_detail)} to {quote(detail)}"
                 if url == old_url
                 else "was re-signed or re-encoded (same position, other URL or bytes)"
             )

@@ -54,6 +54,7 @@ from pcache.prompt.shapes.request import tool_name
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact
+from pcache.text.redaction import quote
 
 RULE = Rule(
     code="PC201",
@@ -103,8 +104,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         name = tool_name(tool)
         if not _sorted(ctx, schema) and ctx.app.once(("PC201", name, exact(schema))):
             yield Violation(
-                f"schema keys of tool {name!r} are not sorted; an unstable serializer would change"
-                " the prefix",
+                f"schema keys of tool {quote(name)} are not sorted; an unstable serializer would"
+                " change the prefix",
                 _path(request, index),
                 severity="info",
                 hint=True,

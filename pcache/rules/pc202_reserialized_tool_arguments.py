@@ -59,6 +59,7 @@ from pcache.prompt.shapes.request import parse_arguments
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import exact, raw_message
+from pcache.text.redaction import quote
 
 RULE = Rule(
     code="PC202",
@@ -119,8 +120,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 if ctx.current.text_of_path(path) == ctx.previous.text_of_path(old_path):
                     continue
             yield Violation(
-                f"arguments of tool call {new_name!r} were re-serialized: same value, different"
-                " bytes than in the previous request",
+                f"arguments of tool call {quote(new_name)} were re-serialized: same value,"
+                " different bytes than in the previous request",
                 f"{base}.{suffix}",
                 fix_title="replay the exact argument string the model produced (do not re-dump)",
             )

@@ -46,6 +46,7 @@ from pcache.rules.context import LintContext
 from pcache.rules.patterns import first_difference
 from pcache.rules.pc203_tool_result_reserialized import parsed_equal
 from pcache.rules.slots import exact
+from pcache.text.redaction import quote
 
 RULE = Rule(
     code="PC204",
@@ -100,8 +101,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             offset = first_difference(old, new) or 0
             yield Violation(
                 "only number formatting changed since the previous request"
-                f" ({old[max(0, offset - 8) : offset + 12]!r} became"
-                f" {new[max(0, offset - 8) : offset + 12]!r})",
+                f" ({quote(old[max(0, offset - 8) : offset + 12])} became"
+                f" {quote(new[max(0, offset - 8) : offset + 12])})",
                 ctx.current.source_path(path),
                 offset=offset,
                 fix_title="format numbers once and replay the text",

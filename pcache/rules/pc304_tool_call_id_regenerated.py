@@ -52,6 +52,7 @@ from collections.abc import Iterator
 from pcache.divergence.history import canonical, tool_function
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
+from pcache.text.redaction import quote
 
 RULE = Rule(
     code="PC304",
@@ -81,8 +82,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
             ) == canonical(fb.get("arguments"))
             if same_call and a.get("id") and b.get("id") and a.get("id") != b.get("id"):
                 yield Violation(
-                    f"tool call {fb.get('name')!r} has a new id ({a.get('id')!r} ->"
-                    f" {b.get('id')!r}) for the same call",
+                    f"tool call {quote(fb.get('name'))} has a new id ({quote(a.get('id'))} ->"
+                    f" {quote(b.get('id'))}) for the same call",
                     request.source_path(f"messages[{index}].tool_calls[{number}]"),
                     fix_title="persist tool-call ids, or derive them from name+arguments+index",
                 )

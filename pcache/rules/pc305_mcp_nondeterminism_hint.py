@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from pcache.prompt.shapes.request import tool_names
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
+from pcache.text.redaction import quote
 
 RULE = Rule(
     code="PC305",
@@ -71,7 +72,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         return
     server, first = found
     yield Violation(
-        f"tools of MCP server {server!r} are not sorted by name: the order the server"
+        f"tools of MCP server {quote(server)} are not sorted by name: the order the server"
         " returned may change on the next connection",
         request.source_path(f"tools[{first}]"),
         claims="none",

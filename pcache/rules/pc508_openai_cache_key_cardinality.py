@@ -43,6 +43,7 @@ from pcache.divergence.sessions import continues, distinct_conversations
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
 from pcache.rules.slots import openai_applies, raw_path
+from pcache.text.redaction import quote
 
 RULE = Rule(
     code="PC508",
@@ -78,8 +79,8 @@ def check(ctx: LintContext) -> Iterator[Violation]:
                 break
     if old_key is not None and old_key != key:
         yield Violation(
-            f"prompt_cache_key changed within a conversation ({old_key!r} -> {key!r}): each"
-            " request is routed as if it started a new prefix",
+            f"prompt_cache_key changed within a conversation ({quote(old_key)} -> {quote(key)}):"
+            " each request is routed as if it started a new prefix",
             path,
             token_position=0,
             claims="none",
@@ -94,7 +95,7 @@ def check(ctx: LintContext) -> Iterator[Violation]:
         times.popleft()
     if len(times) > MAX_PER_MINUTE and ctx.app.once(("PC508", key)):
         yield Violation(
-            f"{len(times)} requests within one minute use prompt_cache_key {key!r} (about"
+            f"{len(times)} requests within one minute use prompt_cache_key {quote(key)} (about"
             f" {MAX_PER_MINUTE}/min per prefix and key stay on one machine)",
             path,
             token_position=0,

@@ -50,6 +50,7 @@ from pcache.rules.patterns import short
 from pcache.rules.selection import Selection
 from pcache.rules.summary import LintReport, LintSummary, RuleTotal
 from pcache.text.prefix import common_prefix_length
+from pcache.text.redaction import redacting
 
 INPUT_SUFFIXES = (".json", ".jsonl", ".ndjson")
 KEEP_RENDERED = 512
@@ -84,6 +85,8 @@ class LintOptions(WithSettings):
     write_fixed: str | None = None
     """Where to write the fixed log (`--write-fixed`): every request, in order, as the fixed
     log that the findings' tokens were replayed from sends it."""
+    redact: bool = False
+    """No string of a request in the findings: values quoted as their shapes (`--redact`)."""
     observer: Callable[[Request | InputError, list[int] | None], None] | None = None
     """Told of every request linted, with its token ids, and of every line or request that
     could not be read or rendered (with None), in input order: a consumer of the same log
@@ -811,7 +814,11 @@ def lint_paths(
     progress: Callable[[int], None] | None = None,
 ) -> LintReport:
     """Lint every request under `paths`; with `options.fix`, fix request files first."""
-    config = config or LintConfig()
+    with redacting(options.redact):
+        return _lint_paths(paths, options, config or LintConfig(), progress)
+
+
+def _lint_paths(paths, options: LintOptions, config: LintConfig, progress) -> LintReport:
     inputs = find_inputs(paths, options.column)
     files = inputs.files
     fixed_files: list[str] = []
@@ -840,6 +847,11 @@ def _lint_files(files, options, config, progress) -> LintReport:
 
 def lint_values(values: list[object], options: LintOptions, source: str = "<memory>") -> LintReport:
     """Lint parsed request bodies in order, as lines of one JSONL source (tests, libraries)."""
+    with redacting(options.redact):
+        return _lint_values(values, options, source)
+
+
+def _lint_values(values: list[object], options: LintOptions, source: str) -> LintReport:
     run = _Run(options, LintConfig(), None)
     run.summary.files = 1
 
