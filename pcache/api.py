@@ -122,6 +122,7 @@ def lint(
     ray_address: str | None = None,
     write_fixed: str | os.PathLike[str] | None = None,
     redact: bool = False,
+    group_by: list[str] | None = None,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -136,6 +137,8 @@ def lint(
     `write_fixed`: a path to write the fixed log to (every request as the fixed log that the
     findings' tokens were replayed from sends it), so `replay --simulate` can check them.
     `redact`: no string of a request in the report (values quoted as their shapes).
+    `group_by`: keys the summary is also totalled by (`model`, `user`, `file`, `app`,
+    `metadata.NAME`, `header.NAME`; `pcache.rules.groups`).
     """
     from dataclasses import replace
     from pathlib import Path
@@ -146,6 +149,7 @@ def lint(
     from pcache.prompt.reading.held import is_path, values_from
     from pcache.rules import RULES
     from pcache.rules.config import find_config, load_config
+    from pcache.rules.groups import check_keys
     from pcache.rules.runner import LintOptions, lint_paths, lint_values
     from pcache.rules.selection import SelectionInput, resolve
 
@@ -168,6 +172,7 @@ def lint(
     column = check.text("lint", "column", column)
     write_fixed = check.optional_path("lint", "write_fixed", write_fixed)
     redact = check.flag("lint", "redact", redact)
+    group_by = check.keys("lint", "group_by", group_by)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
         raise check.ArgumentValueError(
@@ -180,8 +185,9 @@ def lint(
         )
     config_path = Path(config) if config else find_config(Path.cwd())
     settings = load_config(config_path)
-    named = ("select", "extend_select", "ignore", "date", "profile", "ray_address")
+    named = ("select", "extend_select", "ignore", "date", "profile", "ray_address", "group_by")
     with check.named_as("lint", named):
+        keys = check_keys(group_by or [], settings.apps)
         selection = resolve(
             settings.selection,
             SelectionInput(select, extend_select or [], ignore or []),
@@ -205,6 +211,7 @@ def lint(
             template_chosen=bool(tokenizer or settings.tokenizer),
             write_fixed=os.fspath(write_fixed) if write_fixed is not None else None,
             redact=redact,
+            group_by=keys,
         )
     with check.named_as("lint", ("since", "fix", "column")):
         if not paths:

@@ -180,6 +180,18 @@ def callback(function: str, name: str, value: Any) -> Callable | None:
     return value
 
 
+def keys(function: str, name: str, value: Any) -> list[str] | None:
+    """An optional list of grouping keys (`["model", "metadata.tenant"]`)."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise _refuse_type(function, name, "a list of keys (strings)", value)
+    for index, key in enumerate(value):
+        if not isinstance(key, str):
+            raise _refuse_type(function, f"{name}[{index}]", "a key (a string)", key)
+    return list(value)
+
+
 def codes(function: str, name: str, value: Any) -> list[str] | None:
     """An optional list of rule codes or prefixes (`["PC1", "PC203"]`)."""
     if value is None:

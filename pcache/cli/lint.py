@@ -14,6 +14,7 @@ from pcache.cli.options import (
     ColumnOpt,
     DateOpt,
     ExecutorOpt,
+    GroupByOpt,
     JobsOpt,
     LintTokenizerOpt,
     RayAddressOpt,
@@ -83,6 +84,7 @@ def lint_command(
             " `pcache replay OUT --simulate`.",
         ),
     ] = None,
+    group_by: GroupByOpt = None,
     redact: RedactOpt = False,
     jobs: JobsOpt = None,
     executor: ExecutorOpt = DEFAULT_EXECUTOR,
@@ -138,6 +140,7 @@ def lint_command(
             ray_address=ray_address,
             write_fixed=write_fixed,
             redact=redact,
+            group_by=group_by,
         )
     lint_output.print_report(report, format)
     if report.failing and not exit_zero:

@@ -192,7 +192,42 @@ def _footer(report, brief: bool) -> None:
         " names; --write-fixed writes it).",
         markup=False,
     )
+    _groups(summary)
     _observed(summary, brief)
+
+
+SHOWN_GROUPS = 20
+"""Groups the text view lists (the JSON output has them all)."""
+
+
+def _groups(summary) -> None:
+    """The totals per group (`--group-by`), most re-prefilled tokens first."""
+    if not summary.group_by:
+        return
+    groups = summary.groups
+    stdout.print(
+        f"\nBy {', '.join(summary.group_by)} ({_count(len(groups), 'group')}, most re-prefilled"
+        " first):",
+        markup=False,
+    )
+    width = min(max(len(group.name) for group in groups), 48) if groups else 0
+    for group in groups[:SHOWN_GROUPS]:
+        row = group.as_dict()
+        rules = [r for r in row["rules"] if r["tokens_reprefilled"]][:3]
+        top = ", ".join(f"{r['code']} {r['tokens_reprefilled']:,}" for r in rules) or "-"
+        stdout.print(
+            f"  {row['name']:<{width}}  {_count(row['requests'], 'request', width=5):<15}"
+            f" cacheable {row['cacheable_ratio']:>6.1%} as is,"
+            f" {row['if_fixed']['cacheable_ratio']:>6.1%} if fixed;"
+            f" {row['reprefilled_tokens']:>10,} re-prefilled ({top})",
+            markup=False,
+            soft_wrap=True,
+        )
+    if len(groups) > SHOWN_GROUPS:
+        stdout.print(
+            f"  ... {_count(len(groups) - SHOWN_GROUPS, 'more group')} (--format json lists all)",
+            markup=False,
+        )
 
 
 def _observed(summary, brief: bool) -> None:

@@ -110,6 +110,15 @@ ColumnOpt = Annotated[
         " JSON-looking one; FILE#COLUMN names it per file).",
     ),
 ]
+GroupByOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--group-by",
+        metavar="KEY",
+        help="Also total by model, user, file, app ([tool.pcache.apps]), metadata.NAME or"
+        " header.NAME (repeat to combine).",
+    ),
+]
 RedactOpt = Annotated[
     bool,
     typer.Option(

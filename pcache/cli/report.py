@@ -22,6 +22,7 @@ from pcache.cli.options import (
     ColumnOpt,
     DateOpt,
     ExecutorOpt,
+    GroupByOpt,
     JobsOpt,
     LintTokenizerOpt,
     RayAddressOpt,
@@ -87,6 +88,7 @@ def report_command(
     chars_per_token: CharsPerTokenOpt = DEFAULT_CHARS_PER_TOKEN,
     executor: ExecutorOpt = DEFAULT_EXECUTOR,
     ray_address: RayAddressOpt = None,
+    group_by: GroupByOpt = None,
     redact: RedactOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -133,6 +135,7 @@ def report_command(
         sweep_points=sweep_points,
         fleet=fleet,
         redact=redact,
+        group_by=tuple(group_by or ()),
     )
     if format == "json":
         report = _build(options, None)

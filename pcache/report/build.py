@@ -55,6 +55,8 @@ class ReportOptions(WithSettings):
     """`--replicas`, `--router`: the log also replayed over a fleet grid (unlimited pools)."""
     redact: bool = False
     """No string of a request on the page: findings and excerpts as shapes (`--redact`)."""
+    group_by: tuple[str, ...] = ()
+    """Keys lint's totals are also split by (`--group-by`: `pcache.rules.groups`)."""
 
 
 @dataclass(slots=True)
@@ -367,11 +369,13 @@ def _lint(options: ReportOptions, observer=None):
 
     from pcache.rules import RULES
     from pcache.rules.config import find_config, load_config
+    from pcache.rules.groups import check_keys
     from pcache.rules.runner import LintOptions, lint_paths
     from pcache.rules.selection import SelectionInput, resolve
 
     config_path = find_config(Path.cwd())
     config = load_config(config_path)
+    group_by = check_keys(list(options.group_by), config.apps)
     selection = resolve(
         config.selection,
         SelectionInput(None, [], []),
@@ -379,7 +383,11 @@ def _lint(options: ReportOptions, observer=None):
         source=f"{config_path}" if config_path else "config",
     )
     lint_options = LintOptions(
-        settings=options.settings, selection=selection, observer=observer, redact=options.redact
+        settings=options.settings,
+        selection=selection,
+        observer=observer,
+        redact=options.redact,
+        group_by=group_by,
     )
     return lint_paths(list(options.paths), lint_options, config)
 

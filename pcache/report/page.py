@@ -48,6 +48,13 @@ def render_page(report: Report, command: str, charts: Charts | None = None) -> s
     return template.render(**context(report, command, charts))
 
 
+def _groups(lint) -> dict[str, Any] | None:
+    """Lint's totals per group (`--group-by`), as its JSON output has them."""
+    if lint is None or not lint.summary.group_by:
+        return None
+    return lint.summary.as_dict()["groups"]
+
+
 def context(report: Report, command: str, charts: Charts | None = None) -> dict[str, Any]:
     lint = report.lint
     rules = _rules(lint)
@@ -71,6 +78,7 @@ def context(report: Report, command: str, charts: Charts | None = None) -> dict[
         "observed": _observed(lint),
         "observed_assumes": AGREEMENT[0].upper() + AGREEMENT[1:],
         "observed_keep": KEEP_WORST,
+        "groups": _groups(lint),
     }
     drawn = charts() if charts is not None else draw_charts(chart_calls(report))
     return {**values, **drawn}

@@ -22,6 +22,7 @@ from pcache.defaults import PROFILE_NAMES
 from pcache.errors import ConfigError, InputError, NestingError
 from pcache.files import read_text
 from pcache.prompt.shapes.fields import MAX_NESTING
+from pcache.rules.groups import parse_apps
 from pcache.rules.selection import SelectionInput
 
 """The caches `lint` prices findings for (`--profile` and `profile`)."""
@@ -35,6 +36,9 @@ class LintConfig:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     profile: str | None = None
     tokenizer: str | None = None
+    apps: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """`[tool.pcache.apps]`: app name -> the `KEY=VALUE` matches of its requests
+    (`--group-by app`)."""
 
     def ignored_for(self, file: str) -> list[str]:
         """Codes ignored for `file` by per-file-ignores (a pattern starting with ! negates)."""
@@ -123,17 +127,22 @@ def load_config(path: Path | None) -> LintConfig:
     except tomllib.TOMLDecodeError as error:
         raise _toml_error(str(path), error) from None
     table: Any = data
+    pcache: Any = {}
     for depth, key in enumerate(("tool", "pcache", "lint")):
         table = table.get(key, {})
         if not isinstance(table, dict):
             name = ".".join(("tool", "pcache", "lint")[: depth + 1])
             raise ConfigError(f"{path}: [{name}] must be a table")
+        if key == "pcache":
+            pcache = table
     lint = table
     unknown = sorted(set(lint) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [tool.pcache.lint]: {', '.join(unknown)}")
     where = f"{path}: [tool.pcache.lint]"
     config = LintConfig(path=str(path))
+    if "apps" in pcache:
+        config.apps = parse_apps(pcache["apps"], f"{path}: [tool.pcache.apps]")
     if "select" in lint:
         config.selection.select = _codes(lint["select"], f"{where} select")
     config.selection.extend_select = _codes(lint.get("extend-select", []), f"{where} extend-select")

@@ -46,6 +46,7 @@ from pcache.rules.fix_plan import Fix, FixPlan
 from pcache.rules.fixed_replay import FixedLog, written_body
 from pcache.rules.fixed_writer import FixedWriter
 from pcache.rules.fixes import fix_files
+from pcache.rules.groups import Groups
 from pcache.rules.patterns import short
 from pcache.rules.selection import Selection
 from pcache.rules.summary import LintReport, LintSummary, RuleTotal
@@ -87,6 +88,8 @@ class LintOptions(WithSettings):
     log that the findings' tokens were replayed from sends it."""
     redact: bool = False
     """No string of a request in the findings: values quoted as their shapes (`--redact`)."""
+    group_by: tuple[str, ...] = ()
+    """Keys the summary's totals are also split by (`--group-by`: `pcache.rules.groups`)."""
     observer: Callable[[Request | InputError, list[int] | None], None] | None = None
     """Told of every request linted, with its token ids, and of every line or request that
     could not be read or rendered (with None), in input order: a consumer of the same log
@@ -257,6 +260,8 @@ class _Run:
 
             self.executor = executor_of(options.executor, options.settings.ray_address)
         self.failing_not_listed = 0
+        self.request_groups = Groups(options.group_by, config.apps) if options.group_by else None
+        """Each request's group and each group's totals (`--group-by`)."""
 
     def _items(self, path: str):
         """The file's requests and errors (stdin is read once and kept for the second pass)."""
@@ -456,6 +461,8 @@ class _Run:
         rounding = any(v.claims == "rounding" and not v.hint for _, v in wanted)
         self._find_defects(current, number, previous, found)
         settled = self.costs.settle(current, found)
+        if self.request_groups is not None:
+            self.request_groups.add_request(current.request, len(current.token_ids), settled.reused)
         self.lost.append(settled.lost)
         self.needed.append(0)
         self.holders.append(found.holder if found.holder is not None else -1)
@@ -474,6 +481,8 @@ class _Run:
             if violation.claims == "rounding" and not violation.hint and rounded:
                 diagnostic.tokens_reprefilled += rounded
                 self.totals[diagnostic.code].tokens_reprefilled += rounded
+                if self.request_groups is not None:
+                    self.request_groups.charge(number, diagnostic.code, rounded)
                 rounded = 0
         summary = self.summary
         if settled.first:
@@ -570,6 +579,9 @@ class _Run:
             fixable=violation.fixable and request.source.endswith(".json"),
         )
         self._total(rule).count += 1
+        if self.request_groups is not None:
+            diagnostic.extra["group"] = self.request_groups.group_of(request)
+            self.request_groups.count(request, rule.code)
         if len(self.diagnostics) >= KEEP_FINDINGS:
             diagnostic.listed = False  # counted in the totals, not kept
             self.summary.findings_not_listed += 1
@@ -588,6 +600,7 @@ class _Run:
         """What the fixed log costs more in some requests (block boundaries moved by a fix) is
         taken off the rule's findings, largest first: a rule's total is what its fix saves."""
         for code, debt in self.debts.items():
+            owed = debt
             findings = sorted(
                 (d for d in self.diagnostics if d.code == code and d.tokens_reprefilled),
                 key=lambda d: -d.tokens_reprefilled,
@@ -606,6 +619,8 @@ class _Run:
                 total.tokens_reprefilled -= paid
                 debt -= paid
             self.summary.unpaid_tokens += debt
+            if self.request_groups is not None:
+                self.request_groups.settle(code, owed - debt)
         self.debts.clear()
 
     def _replay_fixed(self) -> None:
@@ -615,6 +630,9 @@ class _Run:
         if not self.plan and self.write_fixed is None:
             summary.prompt_tokens_if_fixed = summary.prompt_tokens
             summary.reusable_tokens_if_fixed = summary.reusable_tokens
+            for total in self.request_groups.totals if self.request_groups is not None else ():
+                total.prompt_tokens_if_fixed = total.prompt_tokens
+                total.reusable_tokens_if_fixed = total.reusable_tokens
             return
         started = time.perf_counter()
         fixed_log = FixedLog(
@@ -633,6 +651,10 @@ class _Run:
                 summary.prompt_tokens_if_fixed += len(outcome.fixed_tokens)
                 summary.reusable_tokens_if_fixed += outcome.fixed_reused
                 summary.requests_changed_if_fixed += outcome.fixed.changed
+                if self.request_groups is not None:
+                    self.request_groups.add_fixed(
+                        outcome.number, len(outcome.fixed_tokens), outcome.fixed_reused
+                    )
                 self._charge_fixed(outcome)
                 if writer is not None:
                     writer.write(written_body(outcome.fixed))
@@ -659,6 +681,8 @@ class _Run:
         share, left = divmod(outcome.saving, len(fixes))
         for index, fix in enumerate(fixes):
             tokens = share + (left if index == 0 else 0)
+            if self.request_groups is not None and tokens:
+                self.request_groups.charge(outcome.number, fix.rule.code, tokens)
             if tokens < 0:
                 self.debts[fix.rule.code] = self.debts.get(fix.rule.code, 0) - tokens
                 continue
@@ -733,6 +757,8 @@ class _Run:
                 continue
             dropped.add(id(diagnostic))
             self.totals[code].count -= 1
+            if self.request_groups is not None:
+                self.request_groups.uncount(diagnostic.extra["group"], code)
             if not self.totals[code].count:
                 del self.totals[code]
             if id(diagnostic) not in listed:  # counted past the listed ones
@@ -759,6 +785,9 @@ class _Run:
         self._demote_constant_values()
         self._settle_unattributed()
         self.summary.rules = [self.totals[code] for code in sorted(self.totals)]
+        if self.request_groups is not None:
+            self.summary.group_by = self.request_groups.keys
+            self.summary.groups = self.request_groups.ranked()
         self.summary.stage_seconds = {k: round(v, 3) for k, v in self.seconds.items()}
         self.diagnostics.sort(key=Diagnostic.sort_key)
         failing = self.failing_not_listed + sum(

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.rules.base import Diagnostic
+from pcache.rules.groups import GroupTotal
 from pcache.rules.observed import ObservedUsage
 
 
@@ -64,6 +65,9 @@ class LintSummary:
     (block boundaries a fix moved): the findings' tokens exceed the fixed log's saving by it."""
     findings_not_listed: int = 0
     """Findings past the first `KEEP_FINDINGS` the run lists (in the rule totals only)."""
+    group_by: tuple[str, ...] = ()
+    groups: list[GroupTotal] = field(default_factory=list)
+    """The totals per group of requests (`--group-by`), most re-prefilled tokens first."""
 
     @property
     def reprefilled_tokens(self) -> int:
@@ -120,6 +124,16 @@ class LintSummary:
             **(
                 {"findings_not_listed": self.findings_not_listed}
                 if self.findings_not_listed
+                else {}
+            ),
+            **(
+                {
+                    "groups": {
+                        "by": list(self.group_by),
+                        "rows": [group.as_dict() for group in self.groups],
+                    }
+                }
+                if self.group_by
                 else {}
             ),
         }

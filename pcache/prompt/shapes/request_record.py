@@ -53,6 +53,9 @@ class Request:
     """The wire shape read: chat, responses, gemini, bedrock, otel, openinference."""
     cached_tokens: int | None = None
     """Prompt tokens the provider reported as read from its cache (the log's usage), if any."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    """The log line's `headers` and `metadata` objects beside the body (a gateway's log), for
+    grouping the requests."""
 
     @property
     def label(self) -> str:
@@ -101,9 +104,16 @@ def cached_tokens_of(usage: Any) -> int | None:
     return None
 
 
+ANNOTATION_KEYS = ("headers", "metadata")
+
+
 def read_sidecar(
     request: Request, outer: dict[str, Any], body: dict[str, Any], where: Where
 ) -> None:
+    if outer is not body:
+        for key in ANNOTATION_KEYS:
+            if isinstance(outer.get(key), dict):
+                request.annotations[key] = outer[key]
     for holder in (body, outer):
         at = Where(where.source, where.line, where.prefix if holder is body else "")
         for key in SIDECAR_KEYS:
