@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 pytest.importorskip("zmq")
 pytest.importorskip("msgpack")
 
-from pcache.replayer.endpoint.kv_check import check_kv_events
+from pcache.replayer.endpoint.kv_check import Replayed, check_kv_events
 from pcache.serve.kv_event_wire import StoredBlocks, encode_batch, pool_events, wire_hash
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kv_events" / "vllm-0.32-batch.msgpack"
@@ -67,22 +67,31 @@ def test_pool_events_carry_parents_and_tokens():
     assert events[1]["block_hashes"] == [wire_hash(second.block_hashes[2])]
 
 
-def synthetic(prompts, block_size, num_blocks):
-    """The events pcache's own pool sends for `prompts` served one at a time."""
+def served(prompts, block_size, num_blocks):
+    """`prompts` served one at a time by pcache's own pool: the events it sends, and its
+    replay as the check reads it (`Replayed`: the pool's own events and block keys)."""
     from pcache.cache.hashing import HashSettings
     from pcache.cache.kv_cache_manager import KVCacheManager
     from pcache.cache.request import CacheRequest
 
     manager = KVCacheManager(num_blocks, block_size, enable_kv_cache_events=True)
     settings = HashSettings("sha256_cbor", block_size)
-    events = []
+    events, pool, keys = [], [], []
     for number, tokens in enumerate(prompts):
         request = CacheRequest.from_tokens(str(number), tokens, settings)
         hits, num_hits = manager.get_computed_blocks(request)
         manager.allocate_slots(request, len(tokens) - num_hits, num_hits, hits)
         manager.free(request)
-        events += pool_events(manager.block_pool.take_events(), block_size)
-    return events
+        taken = manager.block_pool.take_events()
+        events += pool_events(taken, block_size)
+        pool += taken
+        keys.append(request.block_hashes)
+    return events, Replayed(pool, keys)
+
+
+def synthetic(prompts, block_size, num_blocks):
+    """The events pcache's own pool sends for `prompts` served one at a time."""
+    return served(prompts, block_size, num_blocks)[0]
 
 
 def received(events):
@@ -96,22 +105,25 @@ def test_the_check_matches_a_faithful_stream_and_catches_a_changed_one(seed):
     prompts = [
         system + [rng.randrange(100) for _ in range(rng.randrange(1, 60))] for _ in range(20)
     ]
-    events = synthetic(prompts, 8, 12)
-    check = check_kv_events("x", received(events), prompts, 8, 12, "sha256_cbor")
+    events, replayed = served(prompts, 8, 12)
+    check = check_kv_events("x", received(events), prompts, 8, 12, "sha256_cbor", replayed)
     assert check.mismatches == 0 and check.removed_matched > 0
     assert check.hashes_compared > 0 and check.compared_by == "token blocks and sha256_cbor hashes"
-    # a server with a larger cache evicts less: the check says so
-    larger = check_kv_events("x", received(events), prompts, 8, 24, "sha256_cbor")
-    assert larger.removed_unexpected > 0
+    # a server with a larger cache evicts less than the replay: the check says so
+    larger, _ = served(prompts, 8, 24)
+    check = check_kv_events("x", received(larger), prompts, 8, 24, "sha256_cbor", replayed)
+    assert check.removed_missing > 0
     # a dropped eviction and a changed token are both caught
     dropped = [event for event in events if event["type"] != "BlockRemoved"]
-    assert check_kv_events("x", received(dropped), prompts, 8, 12, None).removed_missing > 0
+    check = check_kv_events("x", received(dropped), prompts, 8, 12, None, replayed)
+    assert check.removed_missing > 0
     changed = [dict(event) for event in events]
     stored = next(event for event in changed if event["type"] == "BlockStored")
     stored["token_ids"] = [stored["token_ids"][0] + 1, *stored["token_ids"][1:]]
-    assert check_kv_events("x", received(changed), prompts, 8, 12, None).mismatches > 0
+    assert check_kv_events("x", received(changed), prompts, 8, 12, None, replayed).mismatches > 0
     # another hash family's hashes differ
-    assert check_kv_events("x", received(events), prompts, 8, 12, "sha256").hashes_differ > 0
+    check = check_kv_events("x", received(events), prompts, 8, 12, "sha256", replayed)
+    assert check.hashes_differ > 0
 
 
 def test_replay_checks_pcache_serves_events_block_by_block(tmp_path, cli):
@@ -212,11 +224,22 @@ def test_the_subscriber_starts_once_connected_and_gets_the_first_batch():
 )
 @settings(max_examples=60, deadline=None)
 def test_a_pool_sized_to_the_trace_predicts_what_an_unlimited_one_does(prompts, block_size):
-    """Without the server's block count, the KV check replays a pool that never fills for the
-    trace: the events it predicts are those of a far larger pool."""
-    from pcache.replayer.endpoint.kv_check import BlockIndex, never_full, predicted_blocks
+    """Without the server's block count, the prediction (and the KV check, which reads its
+    pool's events) replays a pool that never fills for the trace: its events are those of a
+    far larger pool."""
+    from pcache.replayer.simulate.driver import SimulationOptions, Watched, simulate
+    from pcache.traces.record import Trace, TraceRecord
 
-    sized = predicted_blocks(prompts, block_size, never_full(prompts, block_size), BlockIndex())
-    larger = predicted_blocks(prompts, block_size, 1 << 14, BlockIndex())
-    assert sized == larger
-    assert not sized[1]  # nothing evicted
+    records = [
+        TraceRecord(index, None, float(index), len(tokens), token_ids=list(tokens))
+        for index, tokens in enumerate(prompts)
+    ]
+    replays = []
+    for blocks in (None, 1 << 14):
+        events: list[tuple] = []
+        options = SimulationOptions(policy="vllm", cache_blocks=blocks, block_size=block_size)
+        trace = Trace("t", "requests", None, list(records))
+        simulate(trace, options, keep_requests=True, watched=Watched(events))
+        replays.append(events)
+    assert replays[0] == replays[1]
+    assert not any(event[0] == "BlockRemoved" for event in replays[0])  # nothing evicted

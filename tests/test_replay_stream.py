@@ -107,17 +107,19 @@ def test_records_are_let_go_as_they_are_served(tmp_path, monkeypatch):
     path = tmp_path / "chat.jsonl"
     write(path, iter_lines(replace(chat, num_requests=3000)))
     alive = []
-    original = stream.VllmPolicy.serve_all
+    original = stream._batches
 
-    def serve_all(self, records, cached):
-        gc.collect()
-        alive.append(sum(1 for item in gc.get_objects() if type(item) is TraceRecord))
-        return original(self, records, cached)
+    def batches(records, limit):
+        for batch in original(records, limit):
+            gc.collect()
+            alive.append(sum(1 for item in gc.get_objects() if type(item) is TraceRecord))
+            yield batch
 
-    monkeypatch.setattr(stream.VllmPolicy, "serve_all", serve_all)
+    monkeypatch.setattr(stream, "_batches", batches)
     monkeypatch.setattr(stream, "BATCH", 100)
     result = run_replay(str(path), replay_options("simulate", cache_blocks=500))
-    assert result.reports[0].requests == 3000
+    report = result.reports[0]
+    assert report.requests == 3000 and report.miss_reasons["evicted"] > 0
     assert len(alive) == 30 and max(alive) <= 2 * 100
 
 

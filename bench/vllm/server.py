@@ -9,7 +9,7 @@ backend takes multiples of 32 only), float32, `/reset_prefix_cache` enabled. It 
 its own process group (vLLM runs its engine in a child process) and that group is stopped when
 the block ends: SIGTERM, then SIGKILL after `stop_timeout` seconds.
 
-Usage: python bench/vllm/server.py VENV MODEL_DIR   (serves until interrupted)
+Usage: python bench/vllm/server.py VENV MODEL_DIR [NUM_GPU_BLOCKS]   (serves until interrupted)
 """
 
 from __future__ import annotations
@@ -55,12 +55,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def command(venv: Path, model_dir: Path, port: int, kv_events: str | None = None) -> list[str]:
-    """`kv_events`: a ZMQ endpoint (tcp://127.0.0.1:PORT) to publish vLLM's KV events on."""
+def command(
+    venv: Path,
+    model_dir: Path,
+    port: int,
+    kv_events: str | None = None,
+    num_gpu_blocks: int | None = None,
+) -> list[str]:
+    """`kv_events`: a ZMQ endpoint (tcp://127.0.0.1:PORT) to publish vLLM's KV events on;
+    `num_gpu_blocks`: the KV pool's size in blocks (vLLM's `--num-gpu-blocks-override`, the
+    null block included), instead of what `VLLM_CPU_KVCACHE_SPACE` holds."""
     events = []
     if kv_events is not None:
         config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": kv_events}
         events = ["--kv-events-config", json.dumps(config)]
+    max_model_len = MAX_MODEL_LEN
+    if num_gpu_blocks is not None:  # vLLM refuses a model length its pool cannot hold
+        events += ["--num-gpu-blocks-override", str(num_gpu_blocks)]
+        max_model_len = min(max_model_len, (num_gpu_blocks - 1) * BLOCK_SIZE)
     return [
         str(venv / "bin" / "python"),
         str(venv / "bin" / "vllm_cli.py"),
@@ -75,7 +87,7 @@ def command(venv: Path, model_dir: Path, port: int, kv_events: str | None = None
         "--block-size",
         str(BLOCK_SIZE),
         "--max-model-len",
-        str(MAX_MODEL_LEN),
+        str(max_model_len),
         "--dtype",
         "float32",
         *events,
@@ -137,16 +149,18 @@ def vllm_server(
     timeout: float = START_TIMEOUT_S,
     kv_events: str | None = None,
     extra_env: dict[str, str] | None = None,
+    num_gpu_blocks: int | None = None,
 ) -> Iterator[VllmServer]:
     """A running vLLM until the block ends; VllmStartError when it does not start in time.
-    `extra_env`: more environment variables for it (VLLM_CPU_OMP_THREADS_BIND...)."""
+    `extra_env`: more environment variables for it (VLLM_CPU_OMP_THREADS_BIND...);
+    `num_gpu_blocks`: its pool's size in blocks (see `command`)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = log or Path(model_dir).parent / f"vllm-{port}.log"
     started = time.monotonic()
     with open(log, "wb") as stream:
         child = subprocess.Popen(
-            command(Path(venv), Path(model_dir), port, kv_events),
+            command(Path(venv), Path(model_dir), port, kv_events, num_gpu_blocks),
             stdin=subprocess.DEVNULL,
             stdout=stream,
             stderr=subprocess.STDOUT,
@@ -170,10 +184,11 @@ def vllm_server(
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python bench/vllm/server.py VENV MODEL_DIR", file=sys.stderr)
+    if len(argv) not in (2, 3):
+        print("usage: python bench/vllm/server.py VENV MODEL_DIR [NUM_GPU_BLOCKS]", file=sys.stderr)
         return 2
-    with vllm_server(Path(argv[0]), Path(argv[1])) as server:
+    blocks = int(argv[2]) if len(argv) == 3 else None
+    with vllm_server(Path(argv[0]), Path(argv[1]), num_gpu_blocks=blocks) as server:
         print(
             f"vLLM on {server.url}/v1 (pid {server.pid}, ready after {server.start_s:.0f} s,"
             f" log {server.log}); Ctrl-C stops it",

@@ -18,6 +18,8 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+MAX_DIFFERENCES = 5
+"""Requests whose cached tokens differ from the prediction, listed in text (all in JSON)."""
 LATENCY_LABELS = {
     "ttft": "TTFT (first content)",
     "first_chunk": "first chunk",
@@ -77,10 +79,15 @@ def render(result, format: str) -> None:
     else:
         mismatched = measurement.mismatched_requests()
         verdict = "match" if totals.cached_tokens_match else f"differ in {len(mismatched)} requests"
+        serial = ""
+        if measurement.prediction_mode == "timed":
+            serial = f", serial {sum(measurement.predicted_serial_cached_tokens):,}"
         stdout.print(
             f"cached tokens: server {totals.cached_tokens:,}, predicted {predicted:,}"
-            f" of {totals.input_tokens:,} prompt tokens ({verdict})"
+            f" ({measurement.prediction_mode}{serial}) of {totals.input_tokens:,} prompt tokens"
+            f" ({verdict})"
         )
+        _render_misses(measurement)
     stdout.print(f"  prediction: {escape(measurement.prediction_assumptions)}", style="dim")
     stdout.print(
         f"  block size {measurement.block_size}: {escape(measurement.block_size_source)}",
@@ -116,6 +123,28 @@ def render(result, format: str) -> None:
     _render_fleet(measurement)
     for note in measurement.notes:
         warning(note)
+
+
+def _render_misses(measurement) -> None:
+    """One line of the server's missed tokens by reason, and the requests that differ."""
+    from rich.markup import escape
+
+    from pcache.cli.console import stdout
+    from pcache.replayer.miss_reasons import summary_line
+
+    reasons = measurement.miss_reasons
+    if not reasons or reasons["total"] is None:
+        return
+    stdout.print(f"  {summary_line(reasons['total'])}")
+    differences = reasons["differences"]
+    for difference in differences[:MAX_DIFFERENCES]:
+        stdout.print(f"  request {difference['request']}: {escape(difference['why'])}", style="dim")
+    if len(differences) > MAX_DIFFERENCES:
+        stdout.print(
+            f"  ... {len(differences) - MAX_DIFFERENCES} more (--format json:"
+            " prediction_differences)",
+            style="dim",
+        )
 
 
 def _render_fleet(measurement) -> None:

@@ -165,12 +165,25 @@ def render(result: ReplayResult, format: str) -> None:
         rows.extend(_minimum_rows(bill.min_tokens_by_model))
     if report.observed_cached_tokens is not None:
         rows.append(("observed cached tokens", f"{report.observed_cached_tokens:,}", "from usage"))
+    if report.miss_reasons is not None:
+        rows.append(_miss_row(report.miss_reasons))
     if report.skipped_lines:
         rows.append(("skipped lines", f"{report.skipped_lines:,}", "malformed"))
     rows.extend(_calibration_rows(report))
     stdout.print(_label_table(rows))
     if report.fleet is not None:
         _render_fleet(report)
+
+
+def _miss_row(total: dict[str, int]) -> tuple[str, str, str]:
+    """The missed tokens by reason, largest first."""
+    missed = sum(total.values())
+    parts = [
+        f"{reason.replace('_', ' ')} {count / missed:.1%}"
+        for reason, count in sorted(total.items(), key=lambda item: -item[1])
+        if count
+    ]
+    return ("missed tokens", f"{missed:,}", ", ".join(parts) or "none")
 
 
 def _render_fleet(report: ReplayReport) -> None:

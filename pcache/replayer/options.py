@@ -127,10 +127,14 @@ class ReplayOptions:
     cache_blocks: int | None = option(
         None,
         flags=("--cache-blocks",),
-        help="Cache capacity in blocks (default: unlimited).",
+        help="Cache capacity in blocks that prompts can use (default: unlimited;"
+        " --endpoint: the server's). vLLM's num_gpu_blocks counts one more, the null block"
+        " it never fills: give its count minus 1.",
         panel="simulate",
     )
-    """The cache's capacity in blocks (None: unlimited, or the engine's footprint)."""
+    """The cache's capacity in blocks prompts can use (None: unlimited, the engine's
+    footprint, or with `--endpoint` the server's own: vLLM's `num_gpu_blocks` less its null
+    block)."""
     limit: int | None = option(
         None, flags=("--limit",), help="Replay the first N requests only.", panel="input"
     )

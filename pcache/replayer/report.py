@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pcache.replayer.calibration_used import CalibrationUsed
@@ -39,11 +39,20 @@ class RequestOutcome:
     predicted_cached_tokens: int | None = None
     """Measuring drivers: the simulator's cached tokens for this request (same trace, pool)."""
     output_token_ids: list[int] | None = None
+    miss_reasons: Any = None
+    """`pcache.replayer.miss_reasons.MissReasons`: why its missed tokens were missed (replays
+    that explain their misses), or its JSON form where a per-request file was read back."""
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"request": self.index, **asdict(self)}
+        data = {"request": self.index}
+        data.update((item.name, getattr(self, item.name)) for item in fields(self))
+        reasons = self.miss_reasons
         if self.predicted_cached_tokens is None:  # a simulated replay: nothing measured
             del data["predicted_cached_tokens"], data["output_token_ids"]
+        if reasons is None:
+            del data["miss_reasons"]
+        else:
+            data["miss_reasons"] = reasons if isinstance(reasons, dict) else reasons.to_dict()
         return data
 
 
@@ -168,6 +177,9 @@ class ReplayReport:
     fleet: Any = None
     """`--replicas`: the `FleetSummary` (`pcache.replayer.fleet.report`): router, replicas,
     load imbalance and router precision; its fields sit at the top level of the JSON."""
+    miss_reasons: dict[str, int] | None = None
+    """Missed tokens by reason (`pcache.replayer.miss_reasons.REASONS`), summed over the
+    requests; None when the replay did not explain its misses."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

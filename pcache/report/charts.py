@@ -262,22 +262,42 @@ def png(figure, title: str | None = None) -> bytes:
     return buffer.getvalue()
 
 
+REASON_COLORS = {
+    "never_cached": OFF,
+    "evicted": "#e09f3e",
+    "not_yet_published": "#9c6ade",
+    "other_replica": "#3a7d44",
+    "last_block": "#b8b8b8",
+    "unexplained": "#222222",
+}
+"""The recomputed tokens' colour by reason (`pcache.replayer.miss_reasons.REASONS`)."""
+
+
 def timeline(
-    x: Sequence[float], cached: Sequence[int], uncached: Sequence[int], x_label: str
+    x: Sequence[float],
+    cached: Sequence[float],
+    recomputed: Sequence[tuple[str, Sequence[float]]],
+    x_label: str,
 ) -> str:
-    """Cached and recomputed prompt tokens per request (or per bin of requests), stacked."""
+    """Cached and recomputed prompt tokens per request (or per bin of requests), stacked;
+    `recomputed`: one layer, or one per reason the tokens were missed, as (reason, tokens)."""
     figure, axes = _figure(WIDTH_IN, 3.4)
+    if len(recomputed) == 1 and recomputed[0][0] == "recomputed":
+        labels, colors = ["cached", "recomputed (hatched)"], [ON, OFF]
+    else:
+        labels = ["cached", *(f"missed: {reason.replace('_', ' ')}" for reason, _ in recomputed)]
+        colors = [ON, *(REASON_COLORS.get(reason, ACCENT) for reason, _ in recomputed)]
     axes.stackplot(
         x,
         cached,
-        uncached,
-        labels=["cached", "recomputed (hatched)"],
-        colors=[ON, OFF],
-        hatch=["", "//"],
+        *(tokens for _, tokens in recomputed),
+        labels=labels,
+        colors=colors,
+        hatch=["", *("//" for _ in recomputed)],
         step="post",
     )
     axes.set_xlabel(x_label)
     axes.set_ylabel("prompt tokens")
-    axes.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=2, frameon=False)
+    axes.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=min(len(labels), 4), frameon=False)
     figure.tight_layout()
     return _svg(figure, "Cached and recomputed prompt tokens per request over the log.")

@@ -25,6 +25,11 @@ class ReplayFile:
         """Measuring drivers write the simulator's cached tokens beside their own."""
         return any(outcome.predicted_cached_tokens is not None for outcome in self.outcomes)
 
+    @property
+    def explains_misses(self) -> bool:
+        """Its requests say why their missed tokens were missed (a limited or timed cache)."""
+        return any(outcome.miss_reasons is not None for outcome in self.outcomes)
+
 
 def read_replay_file(path: str) -> ReplayFile:
     source = display_name(path)
@@ -54,6 +59,8 @@ def _outcome(value: object, source: str, line: int | None) -> RequestOutcome:
     for key in ("prompt_tokens", "cached_tokens", "index"):
         if isinstance(value[key], bool) or not isinstance(value[key], int):
             raise InputError(source, f"`{key}` must be an integer", line)
+    if not isinstance(value.get("miss_reasons") or {}, dict):
+        raise InputError(source, "`miss_reasons` must be an object", line)
     known = {key: item for key, item in value.items() if key in _FIELDS}
     known.setdefault("line", None)
     known.setdefault("timestamp_ms", 0.0)

@@ -275,25 +275,42 @@ def _ttft_chart(report: Report) -> ChartCall | None:
 
 
 def _timeline_chart(report: Report) -> ChartCall | None:
+    """The log's replay over time; the first replay file whose requests say why their tokens
+    were missed (`replay --simulate --cache-blocks N -o FILE`) instead, coloured by reason."""
+    from pcache.replayer.miss_reasons import REASONS, reason_tokens
+
     outcomes = report.replay.per_request
+    explained = [item.outcomes for item in report.replay_files if item.explains_misses]
+    if explained:
+        outcomes = explained[0]
     if not outcomes:
         return None
     timed = len({o.timestamp_ms for o in outcomes}) > 1
     size = max(1, -(-len(outcomes) // TIMELINE_BINS))
-    x, cached, uncached = [], [], []
+    reasons = [reason_tokens(o.miss_reasons) for o in outcomes] if explained else None
+    shown = [r for r in REASONS if reasons and any(r in tokens for tokens in reasons)]
+    layers: dict[str, list[float]] = {reason: [] for reason in shown or ["recomputed"]}
+    x, cached = [], []
     for start in range(0, len(outcomes), size):
         chunk = outcomes[start : start + size]
         first = chunk[0]
         x.append(first.timestamp_ms / 1000 if timed else start)
         cached.append(sum(o.cached_tokens for o in chunk) / len(chunk))
-        uncached.append(sum(o.prompt_tokens - o.cached_tokens for o in chunk) / len(chunk))
+        if reasons is None:
+            missed = sum(o.prompt_tokens - o.cached_tokens for o in chunk)
+            layers["recomputed"].append(missed / len(chunk))
+            continue
+        for reason in shown:
+            count = sum(tokens.get(reason, 0) for tokens in reasons[start : start + size])
+            layers[reason].append(count / len(chunk))
     if len(x) == 1:  # one point draws nothing: give the step a width
         x.append(x[0] + 1)
         cached.append(cached[0])
-        uncached.append(uncached[0])
+        for values in layers.values():
+            values.append(values[0])
     per = "request" if size == 1 else f"request (mean of {size})"
     label = "arrival time (s)" if timed else f"{per} in arrival order"
-    return charts.timeline, (x, cached, uncached, label)
+    return charts.timeline, (x, cached, list(layers.items()), label)
 
 
 def _fleet_rows(report: Report):

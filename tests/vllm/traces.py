@@ -72,11 +72,35 @@ def token_id_requests() -> list[dict]:
     return [{"token_ids": ids} for ids in prompts]
 
 
+EVICTION_BLOCKS = 48
+"""The pool of the vLLM that the eviction traces run on (`--num-gpu-blocks-override`): vLLM
+keeps one of them (its null block), so 47 hold prompts."""
+
+
+def eviction_requests(groups: int = 6, requests: int = 40, seed: int = 7) -> list[dict]:
+    """Token-id prompts of `groups` prefixes of 12 blocks (384 tokens), each with a suffix of
+    its own (1 to 40 tokens), in a seeded order that returns to a group after others have
+    evicted it: together they need more than `EVICTION_BLOCKS`."""
+    import random
+
+    chooser = random.Random(seed)
+    prefixes = [list(range(10_000 + 1_000 * g, 10_384 + 1_000 * g)) for g in range(groups)]
+    bodies = []
+    group = 0
+    for index in range(requests):
+        if index and chooser.random() < 0.6:  # another group; else the same one again
+            group = chooser.randrange(groups)
+        suffix = list(range(60_000 + 64 * index, 60_000 + 64 * index + chooser.randint(1, 40)))
+        bodies.append({"token_ids": prefixes[group] + suffix})
+    return bodies
+
+
 TRACES = {
     "chat": chat_requests,
     "multi-turn": multi_turn_requests,
     "text": text_requests,
     "token-ids": token_id_requests,
+    "eviction": eviction_requests,
 }
 
 

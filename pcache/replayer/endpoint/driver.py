@@ -26,6 +26,7 @@ from typing import Any
 from pcache.errors import InputError, PcacheError, UsageError
 from pcache.replayer.arrivals import arrival_offsets
 from pcache.replayer.endpoint.client import ROUTES, RequestTiming, send_request
+from pcache.replayer.endpoint.kv_check import Replayed, check_kv_events
 from pcache.replayer.endpoint.kv_events import KVEventSubscriber
 from pcache.replayer.endpoint.options import EndpointOptions
 from pcache.replayer.endpoint.replicas import (
@@ -49,6 +50,7 @@ from pcache.replayer.endpoint.server import (
     scrape,
     served_model,
     server_block_size,
+    server_capacity,
 )
 from pcache.replayer.endpoint.server_metrics import metrics_delta
 from pcache.replayer.endpoint.tokenize import (
@@ -78,23 +80,70 @@ class Session:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     predicted: list[int] = field(default_factory=list)
     prediction: ReplayReport | None = None
+    """The prediction for the pass that ran: `serial`, or timed on its own timeline."""
+    serial: ReplayReport | None = None
+    """The serial prediction (requests one at a time, in trace order)."""
+    events: list[tuple] = field(default_factory=list)
+    """The pool events of `prediction`'s replay (the KV-event check compares them)."""
     block_size_source: str = ""
+    capacity_source: str = ""
     tokenization: Tokenization | None = None
     found: dict[str, Any] = field(default_factory=lambda: {"notes": []})
 
 
-def predict(trace: Trace, options: EndpointOptions) -> ReplayReport:
-    """The simulator's replay of the same tokens: vLLM pool, serial, from an empty cache."""
-    from pcache.replayer.simulate.driver import SimulationOptions, simulate
+def predict(
+    trace: Trace,
+    options: EndpointOptions,
+    timings: list[RequestTiming] | None = None,
+    publish_blocks: str = "scheduled",
+) -> tuple[ReplayReport, list[tuple]]:
+    """The simulator's replay of the same tokens through one vLLM pool of the server's size,
+    from an empty cache, its misses explained, and the pool's KV events. Serial (in trace
+    order) without `timings`; with them, timed on the run's own timeline: the requests that
+    completed, each admitted when it was sent (in that order), its blocks published by
+    `publish_blocks`' rule (the first token ends its prefill), held until it completed."""
+    from pcache.replayer.simulate.driver import SimulationOptions, Watched, simulate
 
+    events: list[tuple] = []
+    timeline = None
+    if any(record.index != position for position, record in enumerate(trace.records)):
+        records = [replace(record, index=n) for n, record in enumerate(trace.records)]
+        trace = replace(trace, records=records)  # outcomes by position, as the timings
+    if timings is not None:
+        from pcache.replayer.endpoint.timeline import scheduled
+
+        steps = scheduled(timings)
+        done = sorted(steps, key=lambda index: (steps[index][0], timings[index].start_s, index))
+        records = []
+        for index in done:
+            record = trace.records[index]
+            generated = _generated(index, timings[index].completion_tokens)
+            records.append(
+                replace(record, timestamp_ms=steps[index][0], output_token_ids=generated)
+            )
+        trace = replace(trace, records=records)
+        timeline = [steps[index][1:] for index in done]
     simulation = SimulationOptions(
         policy="vllm",
         cache_blocks=options.cache_blocks,
         block_size=options.settings.block_size,
-        concurrency="serial",
+        concurrency="serial" if timings is None else "timed",
         hash_algo=options.settings.hash_algo,
+        publish_blocks=None if timings is None else publish_blocks,
+        explain_misses=True,
     )
-    return simulate(trace, simulation, keep_requests=True)
+    report = simulate(trace, simulation, keep_requests=True, watched=Watched(events, timeline))
+    return report, events
+
+
+def _generated(index: int, count: int | None) -> list[int] | None:
+    """Stand-ins for the tokens a request generated (the stream gives text, not ids): as
+    many, none equal to a prompt's, so that their blocks take room in the pool as the
+    server's did and are hits for nothing."""
+    if not count:
+        return None
+    base = (1 << 31) + (index % (1 << 15) << 16)  # token ids are below 2**32
+    return list(range(base, base + min(count, 1 << 16)))
 
 
 # -- what the server says about itself ---------------------------------------------------------
@@ -222,8 +271,43 @@ def _plan(session: Session, requests: dict) -> None:
     text = bool(session.found.get("replica_urls")) and tokenization is not None
     text = text and tokenization.kind == "server"
     session.bodies = request_bodies(session.trace, options, requests, text)
-    session.prediction = predict(session.trace, options)
-    session.predicted = [outcome.cached_tokens for outcome in session.prediction.per_request]
+    session.serial, session.events = predict(session.trace, options)
+    session.prediction = session.serial
+    session.predicted = [outcome.cached_tokens for outcome in session.serial.per_request]
+
+
+async def _learn_capacity(client: Any, session: Session, metrics: Any, secrets: list[str]) -> None:
+    """The pool the prediction replays: `--cache-blocks` as given, else the server's."""
+    options = session.options
+    if options.cache_blocks is not None:
+        session.capacity_source = "given by --cache-blocks"
+        return
+    block_size = options.settings.block_size
+    capacity = await server_capacity(client, options, metrics, block_size, secrets)
+    if capacity is None:
+        session.capacity_source = (
+            "unlimited: the server publishes no pool size (give --cache-blocks)"
+            if options.scrape_metrics
+            else "unlimited (--no-server-metrics: /metrics was not read; give --cache-blocks)"
+        )
+        return
+    session.options = replace(options, cache_blocks=capacity.blocks)
+    session.capacity_source = f"the server ({capacity.source})"
+
+
+def _predict_ran(session: Session, result: PassResult) -> None:
+    """The prediction for the pass that ran: when requests overlapped, the pool replayed on
+    the pass's own timeline, with the serial prediction kept beside it."""
+    if result.max_concurrent_requests <= 1:
+        return
+    kind = session.found.get("kind")
+    rule = "prefilled" if kind == "sglang" else "scheduled"
+    timed, events = predict(session.trace, session.options, result.timings, rule)
+    session.prediction, session.events = timed, events
+    by_index = {outcome.index: outcome.cached_tokens for outcome in timed.per_request}
+    session.predicted = [
+        by_index.get(outcome.index, outcome.cached_tokens) for outcome in session.serial.per_request
+    ]
 
 
 # -- the passes ------------------------------------------------------------------------------
@@ -300,6 +384,7 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
         found.update(kind=kind, metrics_note=note)
         side, config = await _replica_side(client, options, before, secrets, found)
         await _learn_block_size(client, session, config, secrets)
+        await _learn_capacity(client, session, config, secrets)
         await _learn_tokens(client, session, requests, secrets, side)
         _plan(session, requests)
         options = session.options
@@ -325,10 +410,12 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
             if options.kv_events is not None:
                 subscriber = KVEventSubscriber(options.kv_events)
                 subscriber.start()
+                subscriber.settle()
             try:
                 found["measured"] = await measured_pass("measured", bodies)
             finally:
                 received = subscriber.stop() if subscriber is not None else None
+            _predict_ran(session, found["measured"])
             if received is not None:
                 found["kv_events"] = _check_events(session, received, config)
             if options.replica_metrics:
@@ -352,6 +439,7 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
                 await reset_cache(client, options, kind, secrets)
             on = await measured_pass("cache_on", bodies)
             found["measured"], order = on, ["cache_off", "cache_on"]
+            _predict_ran(session, on)
             note = (
                 "cache off: every request carried its own cache_salt, so none could reuse"
                 " another's blocks; cache on: the trace as is"
@@ -362,6 +450,7 @@ async def _replay(session: Session, requests: dict, offsets_of: Any, transport: 
             warm = await measured_pass("warm", bodies)
             off, on, order = cold, warm, ["cold", "warm"]
             found["measured"] = cold
+            _predict_ran(session, cold)
             note = (
                 "no way to switch this server's cache off: the first pass (cold"
                 + (f", after {reset})" if reset else "; it may hit prefixes cached before the run)")
@@ -427,21 +516,116 @@ async def _replica_side(
 
 
 def _check_events(session: Session, received: Any, before: Any) -> Any:
-    from pcache.replayer.endpoint.kv_check import check_kv_events
+    from pcache.cache.hashing import HashSettings
+    from pcache.cache.request import CacheRequest
 
     options = session.options
     config = before.cache_config if before is not None else {}
     blocks = config.get("num_gpu_blocks", "")
-    num_blocks = int(blocks) if blocks.isdigit() else options.cache_blocks
-    prompts = [record.token_ids or [] for record in session.trace.records]
+    records = session.trace.records
+    settings = HashSettings(options.settings.hash_algo, options.settings.block_size)
+    keys = [
+        CacheRequest.from_tokens(
+            "", record.token_ids or [], settings, cache_salt=record.cache_salt
+        ).block_hashes
+        for record in records
+    ]
     return check_kv_events(
         options.kv_events or "",
         received,
-        prompts,
+        [record.token_ids or [] for record in records],
         options.settings.block_size,
-        num_blocks,
+        int(blocks) if blocks.isdigit() else options.cache_blocks,
         config.get("prefix_caching_hash_algo"),
+        Replayed(session.events, keys, _pool_words(session)),
     )
+
+
+def _pool_words(session: Session) -> str:
+    """The prediction's pool and replay, in words."""
+    options, prediction = session.options, session.prediction
+    blocks = options.cache_blocks
+    size = f"{blocks:,} blocks" if blocks is not None else "unlimited"
+    mode = "on the run's timeline" if prediction and prediction.concurrency == "timed" else "serial"
+    return f"{size} of {options.settings.block_size} tokens ({session.capacity_source}), {mode}"
+
+
+def _served_reasons(session: Session, timings: list[RequestTiming]) -> dict[str, Any]:
+    """Why each request's prompt tokens were not served, as the server reported them: the
+    prediction's reasons for the tokens both missed, and where the two differ, why."""
+    from pcache.replayer.miss_reasons import explain_served, summed
+
+    prediction = session.prediction
+    assert prediction is not None
+    outcomes = {outcome.index: outcome for outcome in prediction.per_request}
+    served_to: dict[int, set[int]] = {}  # request -> requests the replay served its blocks to
+    for outcome in outcomes.values():
+        for _, _, by in outcome.miss_reasons.hit_from if outcome.miss_reasons else ():
+            if by >= 0 and by != outcome.index:
+                served_to.setdefault(by, set()).add(outcome.index)
+    behind_router = len(session.options.replica_metrics or session.found.get("replica_urls") or ())
+    per_request: list[dict[str, Any] | None] = []
+    explained = []
+    differences = []
+    for timing in timings:
+        outcome = outcomes.get(timing.index)
+        served = timing.cache.cached_tokens if timing.ok else None
+        if outcome is None or outcome.miss_reasons is None or served is None:
+            per_request.append(None)
+            continue
+        fewer = served < outcome.cached_tokens
+        others = _sources(outcome, served) if fewer else served_to.get(timing.index, set())
+        raced = [  # the tokens went the other way between the two: theirs differ the other way
+            other
+            for other in sorted(others)
+            if _in_flight(timing, timings[other])
+            and _differs(timings[other], outcomes.get(other), more=fewer)
+        ]
+        reasons, why = explain_served(
+            outcome.miss_reasons,
+            outcome.cached_tokens,
+            served,
+            outcome.prompt_tokens,
+            behind_router > 1,
+            raced,
+        )
+        explained.append(reasons)
+        per_request.append(reasons.to_dict())
+        if why is not None:
+            differences.append({"request": timing.index, "why": why})
+    return {
+        "per_request": per_request,
+        "total": summed(explained) if explained else None,
+        "differences": differences,
+    }
+
+
+def _sources(outcome: Any, served: int) -> set[int]:
+    """The requests that computed the tokens the replay served beyond `served`."""
+    return {
+        by
+        for start, end, by in outcome.miss_reasons.hit_from
+        if end > served and start < outcome.cached_tokens and by >= 0 and by != outcome.index
+    }
+
+
+def _differs(timing: RequestTiming, outcome: Any, more: bool) -> bool:
+    """The server served this request more (`more`) or fewer tokens than the replay."""
+    served = timing.cache.cached_tokens if timing.ok else None
+    if served is None or outcome is None:
+        return False
+    return served > outcome.cached_tokens if more else served < outcome.cached_tokens
+
+
+def _in_flight(one: RequestTiming, other: RequestTiming) -> bool:
+    """Each was sent before the other's first token: either could reach the scheduler first."""
+    if not (one.ok and other.ok):
+        return False
+    firsts = []
+    for timing in (one, other):
+        first = timing.first_chunk_s if timing.first_chunk_s is not None else timing.ttft_s
+        firsts.append(timing.start_s + (first if first is not None else timing.latency_s or 0))
+    return one.start_s < firsts[1] and other.start_s < firsts[0]
 
 
 def replay_endpoint(trace: Trace, options: EndpointOptions, transport: Any = None) -> ReplayReport:
@@ -529,9 +713,20 @@ def _measurement(session: Session, interrupted: bool) -> EndpointMeasurement:
             },
         }
     tokenization = session.tokenization or Tokenization("trace", "the trace's token ids")
+    timed = session.prediction is not None and session.prediction.concurrency == "timed"
+    blocks = options.cache_blocks
+    publication = "a prefill's end" if found.get("kind") == "sglang" else "its admission"
+    order = (
+        "requests overlapped: each admitted in the server step its send and stream times place"
+        " it in, first come first served, its blocks pinned until its last chunk's step and"
+        f" hits for others from {publication}"
+        if timed
+        else "requests one at a time in trace order"
+    )
     assumptions = (
         f"vLLM block pool, {options.settings.block_size}-token blocks,"
-        f" {options.cache_blocks or 'unlimited'} blocks, requests one at a time in trace order,"
+        f" {f'{blocks:,}' if blocks is not None else 'unlimited'} blocks"
+        f" ({session.capacity_source}), {order},"
         f" starting from an empty cache; prompts tokenized by {tokenization.source}"
     )
     comparison = None
@@ -597,6 +792,13 @@ def _measurement(session: Session, interrupted: bool) -> EndpointMeasurement:
         tokens_mismatch=found.get("token_mismatch"),
         kv_events=found.get("kv_events"),
         replicas=found.get("replicas"),
+        prediction_mode="timed" if timed else "serial",
+        predicted_serial_cached_tokens=[o.cached_tokens for o in session.serial.per_request]
+        if session.serial is not None
+        else [],
+        capacity_blocks=blocks,
+        capacity_source=session.capacity_source,
+        miss_reasons=_served_reasons(session, timings),
     )
     if report.mismatched_requests() and not (options.reset_cache or options.compare_cache):
         notes.append(

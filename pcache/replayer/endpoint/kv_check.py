@@ -2,11 +2,12 @@
 
 Blocks are compared by their token prefix (the tokens of the block and of every block before
 it), which any server's events carry: a `BlockStored` gives each block's tokens and its
-parent's hash, so a chain of server hashes resolves to a prefix. The prediction runs the
-same prompts, one at a time in order, through pcache's block pool (vLLM's semantics) with the
-server's block count and block size, and records its own stored and removed blocks. Counts
-are multisets of block copies: a block stored again after its eviction counts twice, and so
-does a block a request recomputed while a copy was cached (vLLM keeps both; so does pcache).
+parent's hash, so a chain of server hashes resolves to a prefix. pcache's side is the
+prediction's own replay (`Replayed`: the same pool, of the server's size, that predicted each
+request's cached tokens, serial or on the run's timeline), whose stored and removed blocks
+are read from its pool's events. Counts are multisets of block copies: a block stored again
+after its eviction counts twice, and so does a block a request recomputed while a copy was
+cached (vLLM keeps both; so does pcache).
 
 - matched: stored (removed) blocks that both sides stored (removed);
 - mismatches: blocks one side stored (removed) and the other did not. Blocks that extend past
@@ -19,7 +20,7 @@ does a block a request recomputed while a copy was cached (vLLM keeps both; so d
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +28,15 @@ from pcache.cache.hashing import HASH_ALGOS, HashSettings, block_hashes
 from pcache.serve.kv_event_wire import wire_hash
 
 
-def never_full(prompts: Sequence[Sequence[int]], block_size: int) -> int:
-    """The blocks of a pool that never evicts for `prompts`: one for every block they fill,
-    partial ones included, and vLLM's null block. It replays as an unlimited pool does, in
-    memory of the trace's size, not of a guess."""
-    return 1 + sum(-(-len(tokens) // block_size) for tokens in prompts)
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """The prediction's replay as the check reads it: its pool's events (`BlockPool`'s
+    tuples, keyed by the pool's block keys), the keys of each prompt's full blocks, and what
+    sized its pool."""
+
+    events: Sequence[tuple]
+    keys: Sequence[Sequence[Hashable]]
+    pool: str = ""
 
 
 class BlockIndex:
@@ -99,32 +104,20 @@ class KVEventCheck:
         }
 
 
-def predicted_blocks(
-    prompts: Sequence[Sequence[int]], block_size: int, num_blocks: int, index: BlockIndex
+def replayed_blocks(
+    replayed: Replayed, prompts: Sequence[Sequence[int]], block_size: int, index: BlockIndex
 ) -> tuple[Counter, Counter]:
-    """Stored and removed prefix ids of a serial replay through pcache's pool."""
-    from pcache.cache.kv_cache_manager import KVCacheManager
-    from pcache.cache.request import CacheRequest
-
-    manager = KVCacheManager(
-        num_blocks, block_size, max_model_len=1 << 40, enable_kv_cache_events=True
-    )
+    """Stored and removed prefix ids of the prediction's replay."""
+    prefix_of: dict[Hashable, int] = {}
+    for tokens, keys in zip(prompts, replayed.keys, strict=True):
+        prefix_of.update(zip(keys, index.chain(tokens, block_size), strict=False))
     stored: Counter = Counter()
     removed: Counter = Counter()
-    for number, tokens in enumerate(prompts):
-        if not tokens:
-            continue  # nothing to store (a server refuses an empty prompt)
-        ids = index.chain(tokens, block_size)
-        request = CacheRequest(str(number), len(tokens), ids, list(tokens))
-        hits, num_hits = manager.get_computed_blocks(request)
-        if manager.allocate_slots(request, len(tokens) - num_hits, num_hits, hits) is None:
-            continue  # larger than the whole cache: the server refuses it too
-        manager.free(request)
-        for event in manager.block_pool.take_events():
-            if event[0] == "BlockStored":
-                stored.update(event[1])
-            elif event[0] == "BlockRemoved":
-                removed[event[1]] += 1
+    for event in replayed.events:
+        if event[0] == "BlockStored":
+            stored.update(prefix_of[key] for key in event[1] if key in prefix_of)
+        elif event[0] == "BlockRemoved" and event[1] in prefix_of:
+            removed[prefix_of[event[1]]] += 1
     return stored, removed
 
 
@@ -135,8 +128,10 @@ def check_kv_events(
     block_size: int,
     num_blocks: int | None,
     hash_algo: str | None,
+    replayed: Replayed,
 ) -> KVEventCheck:
-    """Compare the events `received` (`endpoint_kv_events.ReceivedEvents`) with the pool's."""
+    """Compare the events `received` (`endpoint_kv_events.ReceivedEvents`) with those of the
+    prediction's pool (`replayed`); `num_blocks`: the server's pool, as it publishes it."""
     index = BlockIndex()
     kinds = Counter(event.get("type", "?") for event in received.events)
     comparable = hash_algo in HASH_ALGOS
@@ -150,9 +145,9 @@ def check_kv_events(
         num_blocks,
         f"token blocks and {hash_algo} hashes" if comparable else "token blocks",
     )
-    predicted_stored, predicted_removed = predicted_blocks(
-        prompts, block_size, num_blocks or never_full(prompts, block_size), index
-    )
+    predicted_stored, predicted_removed = replayed_blocks(replayed, prompts, block_size, index)
+    if replayed.pool:
+        check.notes.append(f"pcache's pool: {replayed.pool}")
     prompt_ids = set(index.ids.values())
     expected_hash: dict[int, int] = {}
     if comparable:
@@ -181,6 +176,10 @@ def check_kv_events(
     check.removed_matched = sum((removed & predicted_removed).values())
     check.removed_missing = sum((predicted_removed - removed).values())
     check.removed_unexpected = sum((removed - predicted_removed).values())
+    if getattr(received, "stale", 0):
+        check.notes.append(
+            f"{received.stale} events the server published before the replay were left out"
+        )
     if received.missed_batches:
         check.notes.append(f"{received.missed_batches} event batches were missed (sequence gaps)")
     if check.generated_blocks:

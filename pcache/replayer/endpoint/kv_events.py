@@ -5,7 +5,8 @@ publisher connects (vLLM 0.32 connects to any endpoint but a wildcard, and so do
 serve), or, when the server holds the address already (it bound `tcp://*:PORT`), connects to
 it. A thread receives
 multipart `[topic, sequence, payload]` messages (vLLM's format, `pcache.serve.kv_event_wire`)
-until the pass is over and the stream has been quiet for `QUIET_S` (at most `DRAIN_S`).
+until the pass is over and the stream has been quiet for `QUIET_S` (at most `DRAIN_S`); what
+arrives before the pass (a backlog of earlier runs' events) is left out (`settle`).
 Sequence numbers that skip are counted as missed batches: the check is then incomplete.
 """
 
@@ -39,6 +40,8 @@ class ReceivedEvents:
     undecodable: int = 0
     topics: set[str] = field(default_factory=set)
     last_sequence: int | None = None
+    stale: int = 0
+    """Events of the backlog the publisher held before the replay began (left out)."""
 
 
 def check_endpoint(endpoint: str) -> str:
@@ -66,6 +69,7 @@ class KVEventSubscriber:
         self.connected = threading.Event()
         """Set once a ZMQ handshake with the publisher succeeded."""
         self._error: str | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         self._thread.start()
@@ -75,14 +79,28 @@ class KVEventSubscriber:
         self.connected.wait(timeout=CONNECT_S)
         time.sleep(SUBSCRIBE_S)
 
+    def settle(self) -> None:
+        """Wait until the stream is quiet (bounded), then leave out what came so far: a
+        publisher that connects to this endpoint holds the events of earlier runs until a
+        subscriber binds it, and sends them all at once."""
+        self._quiet()
+        with self._lock:
+            received = self.received
+            self.received = ReceivedEvents(
+                stale=len(received.events), last_sequence=received.last_sequence
+            )
+
     def stop(self) -> ReceivedEvents:
         """Wait until the stream is quiet (bounded), then stop receiving."""
-        deadline = time.monotonic() + DRAIN_S
-        while time.monotonic() < deadline and time.monotonic() - self._last_message < QUIET_S:
-            time.sleep(POLL_MS / 1000)
+        self._quiet()
         self._stop.set()
         self._thread.join(timeout=5)
         return self.received
+
+    def _quiet(self) -> None:
+        deadline = time.monotonic() + DRAIN_S
+        while time.monotonic() < deadline and time.monotonic() - self._last_message < QUIET_S:
+            time.sleep(POLL_MS / 1000)
 
     def _run(self) -> None:
         zmq, msgpack = zmq_module(), msgpack_module()
@@ -114,7 +132,9 @@ class KVEventSubscriber:
                 if not socket.poll(POLL_MS):
                     continue
                 self._last_message = time.monotonic()
-                self._take(socket.recv_multipart(), msgpack)
+                frames = socket.recv_multipart()
+                with self._lock:
+                    self._take(frames, msgpack)
         finally:
             socket.disable_monitor()
             monitor.close()

@@ -192,6 +192,17 @@ class EndpointMeasurement:
     """`endpoint_kv_check.KVEventCheck`: the server's KV events against pcache's pool."""
     replicas: list[Any] | None = None
     """`endpoint_replicas.ReplicaCounts` of each replica (--replica-metrics)."""
+    prediction_mode: str = "serial"
+    """`serial` (one at a time, trace order), or `timed`: the requests overlapped, and the
+    pool was replayed on the run's own timeline (`predicted_serial_cached_tokens` beside)."""
+    predicted_serial_cached_tokens: list[int] = field(default_factory=list)
+    capacity_blocks: int | None = None
+    """The pool the prediction replayed, in blocks prompts can use (None: unlimited)."""
+    capacity_source: str = ""
+    miss_reasons: dict[str, Any] | None = None
+    """Why the server did not serve each request's missed tokens (`per_request`: each a
+    `MissReasons.to_dict()`, None where unknown), their `total` by reason, and the
+    requests whose cached tokens differ from the prediction's, with why (`differences`)."""
 
     def cached_tokens(self) -> list[int | None]:
         return [t.cache.cached_tokens if t.ok else None for t in self.measured.timings]
@@ -249,6 +260,9 @@ class EndpointMeasurement:
                     "itls": timing.itl_s,
                     "cached_tokens": cached[index],
                     "predicted_cached_tokens": self.predicted_cached_tokens[index],
+                    "miss_reasons": self.miss_reasons["per_request"][index]
+                    if self.miss_reasons
+                    else None,
                     "pcache_input_len": self.pcache_input_lens[index]
                     if self.pcache_input_lens
                     else None,
@@ -290,6 +304,7 @@ class EndpointMeasurement:
             "output_throughput": totals.output_throughput,
             "total_token_throughput": totals.total_token_throughput,
             **measured.latency_summary(),
+            "start_times": [round(t.start_s, 6) for t in measured.timings],
             "ttfts": [t.ttft_s if t.ok else None for t in measured.timings],
             "first_chunk_times": [t.first_chunk_s if t.ok else None for t in measured.timings],
             "itls": [t.itl_s for t in measured.timings],
@@ -322,6 +337,13 @@ class EndpointMeasurement:
             else None,
             "usage_problems": self.usage_problems,
             "tokens_mismatch": self.tokens_mismatch,
+            "prediction_mode": self.prediction_mode,
+            "predicted_serial_cached_tokens": self.predicted_serial_cached_tokens,
+            "capacity_blocks": self.capacity_blocks,
+            "capacity_source": self.capacity_source,
+            "miss_reasons": self.miss_reasons["total"] if self.miss_reasons else None,
+            "request_miss_reasons": self.miss_reasons["per_request"] if self.miss_reasons else None,
+            "prediction_differences": self.miss_reasons["differences"] if self.miss_reasons else [],
         }
         if self.kv_events is not None:
             data["kv_events"] = self.kv_events.to_dict()

@@ -32,7 +32,8 @@ from pcache.replayer.endpoint.url import masked, scrub, secrets_of
 
 RESET_ROUTES = {"sglang": ("/flush_cache",), None: ("/reset_prefix_cache", "/flush_cache")}
 SERVER_INFO_ROUTES = ("/get_server_info", "/server_info")
-"""SGLang's server arguments (`page_size`: tokens per page of its radix cache)."""
+"""SGLang's server arguments (`page_size`: tokens per page of its radix cache) and state
+(`max_total_num_tokens`: the tokens its KV pool holds)."""
 MAX_MODEL_ID = 1024
 """A model id longer than this is no name (it would be sent in every request)."""
 METRICS_SOURCES = {"vllm": "vllm:cache_config_info", "pcache": "pcache:cache_config_info"}
@@ -195,4 +196,63 @@ async def server_block_size(
         size = info.get("page_size") if isinstance(info, dict) else None
         if type(size) is int and 0 < size <= MAX_BLOCK_SIZE:
             return ServerBlockSize(size, f"page_size at {route}")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCapacity:
+    """The blocks of a server's KV pool that prompts can use, and where it says so."""
+
+    blocks: int
+    source: str
+
+
+async def server_capacity(
+    client: Any,
+    options: EndpointOptions,
+    metrics: MetricsSnapshot | None,
+    block_size: int,
+    secrets: list[str] | tuple = (),
+) -> ServerCapacity | None:
+    """vLLM's and pcache serve's `num_gpu_blocks` (`cache_config_info` in /metrics) less the
+    null block both keep, else SGLang's `max_total_num_tokens` in `block_size`-token blocks;
+    None when the server publishes neither."""
+    from pcache.replayer.simulate.driver import MAX_CACHE_BLOCKS
+
+    published = (metrics.cache_config if metrics is not None else {}).get("num_gpu_blocks", "")
+    if published.isdigit() and 2 <= int(published) <= MAX_CACHE_BLOCKS:
+        name = METRICS_SOURCES.get(metrics.kind or "", "cache_config_info")
+        return ServerCapacity(
+            int(published) - 1,
+            f"{name} num_gpu_blocks={published} in /metrics, less the null block it never fills",
+        )
+    if metrics is not None and metrics.kind in ("vllm", "pcache"):
+        return None  # these publish it in /metrics or nowhere
+    for route in SERVER_INFO_ROUTES:
+        url = options.root_route(route)
+        try:
+            status, data = await side_request(client, options, "GET", url, secrets=secrets)
+            info = orjson.loads(data) if status == 200 else None
+        except (SideFailure, orjson.JSONDecodeError):
+            continue
+        tokens = _total_tokens(info)
+        if tokens is not None and tokens >= block_size:
+            blocks = min(tokens // block_size, MAX_CACHE_BLOCKS)
+            return ServerCapacity(
+                blocks, f"max_total_num_tokens={tokens} at {route}, in {block_size}-token blocks"
+            )
+    return None
+
+
+def _total_tokens(info: Any) -> int | None:
+    """SGLang's `max_total_num_tokens`: at the top of its server info, or in its first
+    scheduler's `internal_states` (newer releases)."""
+    if not isinstance(info, dict):
+        return None
+    states = info.get("internal_states")
+    places = [info, *(states[:1] if isinstance(states, list) else [])]
+    for place in places:
+        tokens = place.get("max_total_num_tokens") if isinstance(place, dict) else None
+        if type(tokens) is int and tokens > 0:
+            return tokens
     return None

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pcache.cache.hashing import HashSettings
@@ -43,6 +43,7 @@ from pcache.cache.profiles import load_profile
 from pcache.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_HASH_ALGO
 from pcache.errors import UsageError
 from pcache.replayer.calibration_used import CalibrationUsed
+from pcache.replayer.miss_reasons import MissLedger, MissReasons, summed
 from pcache.replayer.report import Bill, ReplayReport, RequestOutcome, distribution
 from pcache.replayer.simulate.policies import (
     Admission,
@@ -89,6 +90,9 @@ class SimulationOptions:
     """Timed: `scheduled` or `prefilled` (None: the policy's engine, `ENGINE_PUBLISH`)."""
     prefill_slots: int | None = None
     """Timed: at most this many prefills at once per engine (None: no limit)."""
+    explain_misses: bool = False
+    """vllm policy: give every missed token its reason (`pcache.replayer.miss_reasons`), per
+    request and summed; the replay then admits each request on its own (no batches)."""
 
     def __post_init__(self) -> None:  # checked for users by the drivers' options
         assert self.policy in POLICIES and self.concurrency in CONCURRENCY
@@ -104,7 +108,7 @@ class SimulationOptions:
         return self.concurrency == "timed" and chosen == "prefilled"
 
 
-def _make_policy(trace: Trace, options: SimulationOptions):
+def _make_policy(trace: Trace, options: SimulationOptions, record_events: bool = False):
     hash_trace = trace.block_size is not None
     block_size = trace.block_size if hash_trace else options.block_size
     unit_tokens = block_size if hash_trace else 1
@@ -121,7 +125,7 @@ def _make_policy(trace: Trace, options: SimulationOptions):
     footprint = bound(trace, block_size)
     capacity = footprint if capacity is None else min(capacity, footprint)
     settings = None if hash_trace else HashSettings(algo=options.hash_algo, block_size=block_size)
-    return VllmPolicy(capacity, block_size, settings, defer), block_size
+    return VllmPolicy(capacity, block_size, settings, defer, record_events), block_size
 
 
 def every_block(trace: Trace, block_size: int) -> int:
@@ -164,15 +168,27 @@ def _unlimited_capacity(trace: Trace, block_size: int) -> int:
     return total or 1
 
 
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """What a replay is asked to keep beyond its report (`simulate`'s `watched`)."""
+
+    events: list[tuple] | None = None
+    """A list the vllm pool's KV events are appended to, in the order the pool emits them."""
+    timeline: Sequence[tuple[float, float]] | None = None
+    """Timed: each record's measured (first token, end) times in ms, on the clock of its
+    `timestamp_ms`: the replay follows a run's own timeline instead of the TTFT model's."""
+
+
 def simulate(
     trace: Trace,
     options: SimulationOptions,
     progress: Callable[[int], None] | None = None,
     keep_requests: bool = False,
     check_every: int = 0,
+    watched: Watched | None = None,
 ) -> ReplayReport:
     """Replay `trace` under `options`; `progress(n)` is called every 1,000 requests."""
-    return _simulate(trace, options, progress, keep_requests, check_every)
+    return _simulate(trace, options, progress, keep_requests, check_every, watched or Watched())
 
 
 def _simulate(
@@ -181,9 +197,18 @@ def _simulate(
     progress: Callable[[int], None] | None,
     keep_requests: bool,
     check_every: int,
+    watched: Watched,
 ) -> ReplayReport:
-    policy, block_size = _make_policy(trace, options)
-    if options.concurrency == "serial" and not keep_requests and not check_every:
+    events, timeline = watched.events, watched.timeline
+    assert timeline is None or (
+        options.concurrency == "timed" and len(timeline) == len(trace.records)
+    )
+    explain = options.explain_misses and options.policy == "vllm"
+    policy, block_size = _make_policy(trace, options, explain or events is not None)
+    ledger = MissLedger(detail=keep_requests) if explain else None
+    recording = explain or events is not None
+    fast = not keep_requests and not check_every and not recording
+    if options.concurrency == "serial" and fast:
         return _simulate_serial(trace, options, policy, block_size, progress)
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
@@ -199,9 +224,11 @@ def _simulate(
     query_tokens = hit_tokens = hit_requests = 0
     ttfts: list[float] = []
     ttfts_cold: list[float] = []
+    missed: list = []
     observed = None
     for position, record in enumerate(trace.records):
         now = start = record.timestamp_ms
+        reasons = None
         try:
             if timed:
                 publish_prefilled(prefilling, now)
@@ -211,6 +238,11 @@ def _simulate(
                 )
                 logical_blocks -= freed
                 cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
+            elif recording:  # admitted, watched, then released: nothing else holds blocks
+                admission = policy.admit(record, now)
+                if admission is None:
+                    raise CapacityTooSmall(cdiv(record.input_length, block_size))
+                cached, hit_blocks = admission.cached_tokens, admission.hit_blocks
             else:  # admitted and released at once: nothing else holds blocks
                 served = serve(record, now)
                 if served is None:
@@ -218,14 +250,26 @@ def _simulate(
                 cached, hit_blocks = served
         except CapacityTooSmall as failure:
             raise _capacity_error(trace, options, record, position, failure, block_size) from None
+        if recording:
+            reasons = watch_admission(policy, ledger, record, admission, block_size, events)
+            if reasons is not None:
+                missed.append(reasons)
+            if not timed:
+                policy.release(admission)
         # TtftModel.predict, inlined: this loop runs once per request of traces of millions
         num_tokens = record.input_length
         cold_pairs = num_tokens * (num_tokens + 1) // 2
         cold = overhead + per_token * num_tokens + per_pair * cold_pairs
         prefill = cold - per_token * cached - per_pair * (cached * (cached + 1) // 2)
+        finished = None
+        if timeline is not None:  # the run's own: its first token ends its prefill
+            first_token, finished = timeline[position]
+            prefill = max(first_token - start, 0.0)
         ttft = (start - now) + prefill  # queueing for room in the cache, then prefill
         if timed:
             finish = start + prefill + record.output_length * decode_ms_per_token
+            if finished is not None:
+                finish = max(finished, start + prefill)
             table = cdiv(record.input_length, block_size)
             heapq.heappush(running, (finish, position, admission, table))
             slots.occupy(start + prefill)
@@ -254,6 +298,7 @@ def _simulate(
                     round(cold, 3),
                     start,
                     record.observed_cached_tokens,
+                    miss_reasons=reasons,
                 )
             )
         if check_every and position % check_every == 0:
@@ -262,9 +307,11 @@ def _simulate(
             progress(1000)
     while running:
         policy.release(heapq.heappop(running)[2])
+    if events is not None:
+        events.extend(policy.take_events())
     if check_every:
         policy.check_integrity()
-    return _report(
+    report = _report(
         trace,
         options,
         policy,
@@ -277,6 +324,37 @@ def _simulate(
         observed,
         outcomes,
         peak_shared,
+    )
+    if ledger is not None:
+        report.miss_reasons = summed(missed)
+    return report
+
+
+def watch_admission(
+    policy: VllmPolicy,
+    ledger: MissLedger | None,
+    record: TraceRecord,
+    admission: Admission,
+    block_size: int,
+    events: list[tuple] | None = None,
+) -> MissReasons | None:
+    """What an admission did to the pool: its events appended to `events`, and the reasons
+    of its missed tokens from `ledger` (None without one)."""
+    drained = policy.take_events()
+    if events is not None:
+        events.extend(drained)
+    if ledger is None:
+        return None
+    return ledger.admitted(
+        record.index,
+        policy.block_keys(record, admission),
+        record.input_length,
+        block_size,
+        admission.hit_blocks,
+        admission.cached_tokens,
+        policy.cacheable_blocks(record),
+        drained,
+        admission,
     )
 
 

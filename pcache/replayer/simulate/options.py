@@ -192,4 +192,12 @@ class SimulateOptions(ReplayOptions):
             hash_algo=self.settings.hash_algo,
             publish_blocks=self.publish_blocks,
             prefill_slots=self.prefill_slots,
+            explain_misses=self.policy == "vllm"
+            and self.fleet is None
+            and not self.capacity_sweep
+            and (
+                self.concurrency == "timed"
+                or self.cache_blocks is not None
+                or self.cache_gb is not None
+            ),
         )

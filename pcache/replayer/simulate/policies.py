@@ -172,13 +172,16 @@ class VllmPolicy:
         block_size: int,
         hash_settings: HashSettings | None,
         defer_caching: bool = False,
+        record_events: bool = False,
     ):
         self.block_size = block_size
         self.defer_caching = defer_caching
         """`admit` leaves the new blocks unpublished (`Admission.unpublished`) until
         `publish`: a timed replay's prefill that has not ended yet caches nothing."""
         self.capacity_blocks = num_blocks
-        self.manager = KVCacheManager(num_blocks + 1, block_size, max_model_len=2**62)
+        self.manager = KVCacheManager(
+            num_blocks + 1, block_size, max_model_len=2**62, enable_kv_cache_events=record_events
+        )
         self.pool: BlockPool = self.manager.block_pool
         self.hash_settings = hash_settings
         self.held: dict[int, list] = {}  # block lists of running hash-id requests
@@ -195,6 +198,26 @@ class VllmPolicy:
     def referenced_blocks(self) -> int:
         """Distinct blocks that running requests reference now (physical KV in use)."""
         return self.capacity_blocks - self.pool.free_block_queue.num_free_blocks
+
+    def take_events(self) -> list[tuple]:
+        """The pool's KV events since the last call (`record_events`): vLLM's BlockStored,
+        BlockRemoved and AllBlocksCleared, keyed by the pool's block keys."""
+        return self.pool.take_events()
+
+    def block_keys(self, record: TraceRecord, admission: Admission) -> Sequence:
+        """The keys of an admitted request's blocks, prompt first: its block hashes (with
+        its generated tokens' blocks), or its hash ids."""
+        if record.hash_ids is not None:
+            return record.hash_ids
+        handle = admission.handle
+        return handle.block_hashes if isinstance(handle, CacheRequest) else ()
+
+    def cacheable_blocks(self, record: TraceRecord) -> int:
+        """How many of the prompt's blocks a hit can cover: all hash ids; all full blocks
+        before the one holding a token prompt's last token (it is always recomputed)."""
+        if record.hash_ids is not None:
+            return len(record.hash_ids)
+        return max(record.input_length - 1, 0) // self.block_size
 
     def lookup_keys(self, record: TraceRecord) -> Sequence | None:
         """What `peek` looks up for `record` in the pool's index: its hash ids, or the block

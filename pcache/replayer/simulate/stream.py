@@ -19,10 +19,19 @@ import os
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
+from pcache.cache.kv_cache_manager import cdiv
+from pcache.replayer.miss_reasons import MissLedger, MissReasons, summed
 from pcache.replayer.report import ReplayReport
-from pcache.replayer.simulate.driver import SimulationOptions, _capacity_error, _report, ttft_counts
+from pcache.replayer.simulate.driver import (
+    SimulationOptions,
+    _capacity_error,
+    _report,
+    ttft_counts,
+    watch_admission,
+)
 from pcache.replayer.simulate.policies import CapacityTooSmall, VllmPolicy
 from pcache.traces.readers import NotStreamable, stream_hash_trace
 from pcache.traces.record import Trace, TraceRecord
@@ -148,7 +157,7 @@ def simulate_file(
         policy: Any = (
             UnlimitedHashPolicy(header.block_size)
             if capacity is None
-            else VllmPolicy(capacity, header.block_size, None)
+            else VllmPolicy(capacity, header.block_size, None, record_events=options.explain_misses)
         )
         return _serve(header, records, policy, options, limit, progress), header
     except NotStreamable:
@@ -199,9 +208,12 @@ def _serve(
     cached: list[int] = []
     hit_requests = served = 0
     observed = None
+    ledger = MissLedger() if options.explain_misses and isinstance(policy, VllmPolicy) else None
+    missed: list[MissReasons] = []
+    serve_all = policy.serve_all if ledger is None else partial(_explained, policy, ledger, missed)
     for batch in _batches(records, limit):
         try:
-            hit_requests += policy.serve_all(batch, cached)
+            hit_requests += serve_all(batch, cached)
         except CapacityTooSmall as failure:
             record = batch[failure.position or 0]
             position = served + (failure.position or 0)
@@ -217,7 +229,7 @@ def _serve(
     ttfts, ttfts_cold = ttft_counts(options.ttft, pairs)
     query_tokens = sum(num_tokens * count for (num_tokens, _), count in pairs.items())
     hit_tokens = sum(hit * count for (_, hit), count in pairs.items())
-    return _report(
+    report = _report(
         header,
         options,
         policy,
@@ -231,3 +243,29 @@ def _serve(
         [],
         num_requests=served,
     )
+    if ledger is not None:
+        report.miss_reasons = summed(missed)
+    return report
+
+
+def _explained(
+    policy: VllmPolicy,
+    ledger: MissLedger,
+    missed: list[MissReasons],
+    records: Sequence[TraceRecord],
+    cached: list[int],
+) -> int:
+    """`serve_all`, each request admitted, its misses explained (`missed`), then released."""
+    hit_requests = 0
+    for position, record in enumerate(records):
+        try:
+            admission = policy.admit(record, record.timestamp_ms)
+        except CapacityTooSmall as failure:
+            raise CapacityTooSmall(failure.needed_blocks, position) from None
+        if admission is None:
+            raise CapacityTooSmall(cdiv(record.input_length, policy.block_size), position)
+        missed.append(watch_admission(policy, ledger, record, admission, policy.block_size))
+        policy.release(admission)
+        cached.append(admission.cached_tokens)
+        hit_requests += admission.hit_blocks > 0
+    return hit_requests
