@@ -34,8 +34,12 @@ class FakeVllm:
         tokenize: bool = True,
         publish: str = "metrics",
         bos_on_ids: bool = False,
+        num_gpu_blocks: int | None = None,
+        total_tokens: int | None = None,
     ) -> None:
         self.block_size = block_size
+        self.num_gpu_blocks = num_gpu_blocks
+        self.total_tokens = total_tokens
         self.tokenize = tokenize
         self.publish = publish
         self.bos_on_ids = bos_on_ids
@@ -73,18 +77,24 @@ class FakeVllm:
         if path == "/metrics":
             if self.publish != "metrics":
                 return 404, {}, b""
+            blocks = (
+                "" if self.num_gpu_blocks is None else f',num_gpu_blocks="{self.num_gpu_blocks}"'
+            )
             return (
                 200,
                 {},
                 (
                     "# TYPE vllm:cache_config_info gauge\n"
-                    f'vllm:cache_config_info{{block_size="{self.block_size}",cache_dtype="auto"}}'
-                    " 1.0\n"
+                    f'vllm:cache_config_info{{block_size="{self.block_size}",cache_dtype="auto"'
+                    f"{blocks}}} 1.0\n"
                     "# TYPE vllm:prefix_cache_hits counter\nvllm:prefix_cache_hits_total 0.0\n"
                 ).encode(),
             )
         if path == "/get_server_info" and self.publish == "server_info":
-            return 200, {}, orjson.dumps({"page_size": self.block_size, "model_path": "x"})
+            info = {"page_size": self.block_size, "model_path": "x"}
+            if self.total_tokens is not None:  # newer releases: in the scheduler's state
+                info["internal_states"] = [{"max_total_num_tokens": self.total_tokens}]
+            return 200, {}, orjson.dumps(info)
         if path == "/reset_prefix_cache":
             self.seen.clear()
             return 200, {}, b""
@@ -307,3 +317,39 @@ def test_a_block_size_given_to_the_python_api_wins_too():
     assert given.to_dict()["block_size"] == 16
     assert given.to_dict()["block_size_source"] == "given by --block-size"
     assert learned.to_dict()["block_size"] == 32
+
+
+def test_the_prediction_replays_the_pool_the_server_publishes(cli):
+    with fake_server(FakeVllm(block_size=16, num_gpu_blocks=4096)) as url:
+        data = replay(cli, url)
+        given = replay(cli, url, "--cache-blocks", "100")
+        text = cli("replay", TRACE, "--endpoint", f"{url}/v1", "--time-scale", "0")
+    assert data["capacity_blocks"] == 4095  # vLLM's null block holds no prompt
+    source = "the server's num_gpu_blocks=4096 (vllm:cache_config_info in /metrics) less the null"
+    assert data["capacity_source"].startswith(source)
+    assert data["prediction_mode"] == "serial"
+    assert data["cached_tokens"] == data["predicted_cached_tokens"]
+    assert given["capacity_blocks"] == 100 and given["capacity_source"] == "given by --cache-blocks"
+    assert text.exit_code == 0, text.output
+    assert "4,095 blocks (the server's num_gpu_blocks=4096 (vllm:cache_config_info" in " ".join(
+        text.stdout.split()
+    )
+
+
+def test_sglang_token_capacity_becomes_blocks_of_its_page_size(cli):
+    fake = FakeVllm(block_size=4, publish="server_info", total_tokens=10_003)
+    with fake_server(fake) as url:
+        data = replay(cli, url)
+    assert data["capacity_blocks"] == 2500
+    assert data["capacity_source"] == (
+        "the server's max_total_num_tokens=10003 at /get_server_info in 4-token blocks"
+    )
+
+
+def test_without_a_published_pool_the_prediction_is_unlimited_and_says_so(cli):
+    with fake_server(FakeVllm(block_size=16)) as url:
+        data = replay(cli, url)
+    assert data["capacity_blocks"] is None
+    assert data["capacity_source"].startswith("unlimited: the server publishes no pool size")
+    total = data["miss_reasons"]
+    assert sum(total.values()) == sum(data["input_lens"]) - sum(data["cached_tokens"])

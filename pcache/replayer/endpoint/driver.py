@@ -95,43 +95,43 @@ def predict(
     trace: Trace,
     options: EndpointOptions,
     timings: list[RequestTiming] | None = None,
-    publish_blocks: str = "scheduled",
+    publish_blocks: str | None = None,
 ) -> tuple[ReplayReport, list[tuple]]:
     """The simulator's replay of the same tokens through one vLLM pool of the server's size,
-    from an empty cache, its misses explained, and the pool's KV events. Serial (in trace
-    order) without `timings`; with them, timed on the run's own timeline: the requests that
-    completed, each admitted when it was sent (in that order), its blocks published by
-    `publish_blocks`' rule (the first token ends its prefill), held until it completed."""
+    from an empty cache, its misses explained, and the pool's KV events.
+
+    Serial (in trace order, one request at a time) without `publish_blocks`; given a run's
+    `timings`, each request also writes the KV of the tokens it generated, as the server's
+    did. With `publish_blocks` (and `timings`), timed on the run's own timeline: the requests
+    that completed, each admitted at its step (`pcache.replayer.endpoint.timeline`), its
+    blocks hits for others by `publish_blocks`' rule, held until its last step."""
     from pcache.replayer.simulate.driver import SimulationOptions, Watched, simulate
 
     events: list[tuple] = []
     timeline = None
-    if any(record.index != position for position, record in enumerate(trace.records)):
-        records = [replace(record, index=n) for n, record in enumerate(trace.records)]
-        trace = replace(trace, records=records)  # outcomes by position, as the timings
-    if timings is not None:
+    records = [replace(record, index=n) for n, record in enumerate(trace.records)]
+    if timings is not None:  # outcomes by position, as the timings
+        for index, timing in enumerate(timings):
+            generated = _generated(index, timing.completion_tokens if timing.ok else None)
+            records[index] = replace(records[index], output_token_ids=generated)
+    if publish_blocks is not None:
         from pcache.replayer.endpoint.timeline import scheduled
 
+        assert timings is not None
         steps = scheduled(timings)
         done = sorted(steps, key=lambda index: (steps[index][0], timings[index].start_s, index))
-        records = []
-        for index in done:
-            record = trace.records[index]
-            generated = _generated(index, timings[index].completion_tokens)
-            records.append(
-                replace(record, timestamp_ms=steps[index][0], output_token_ids=generated)
-            )
-        trace = replace(trace, records=records)
+        records = [replace(records[index], timestamp_ms=steps[index][0]) for index in done]
         timeline = [steps[index][1:] for index in done]
     simulation = SimulationOptions(
         policy="vllm",
         cache_blocks=options.cache_blocks,
         block_size=options.settings.block_size,
-        concurrency="serial" if timings is None else "timed",
+        concurrency="serial" if publish_blocks is None else "timed",
         hash_algo=options.settings.hash_algo,
-        publish_blocks=None if timings is None else publish_blocks,
+        publish_blocks=publish_blocks,
         explain_misses=True,
     )
+    trace = replace(trace, records=records)
     report = simulate(trace, simulation, keep_requests=True, watched=Watched(events, timeline))
     return report, events
 
@@ -292,19 +292,20 @@ async def _learn_capacity(client: Any, session: Session, metrics: Any, secrets: 
         )
         return
     session.options = replace(options, cache_blocks=capacity.blocks)
-    session.capacity_source = f"the server ({capacity.source})"
+    session.capacity_source = f"the server's {capacity.source}"
 
 
 def _predict_ran(session: Session, result: PassResult) -> None:
-    """The prediction for the pass that ran: when requests overlapped, the pool replayed on
-    the pass's own timeline, with the serial prediction kept beside it."""
-    if result.max_concurrent_requests <= 1:
-        return
-    kind = session.found.get("kind")
-    rule = "prefilled" if kind == "sglang" else "scheduled"
-    timed, events = predict(session.trace, session.options, result.timings, rule)
-    session.prediction, session.events = timed, events
-    by_index = {outcome.index: outcome.cached_tokens for outcome in timed.per_request}
+    """The prediction for the pass that ran, each request writing the KV of the tokens it
+    generated: serial when requests came one at a time; when they overlapped, the pool
+    replayed on the pass's own timeline, with the serial prediction kept beside it."""
+    timings = result.timings
+    session.serial, session.events = predict(session.trace, session.options, timings)
+    session.prediction = session.serial
+    if result.max_concurrent_requests > 1:
+        rule = "prefilled" if session.found.get("kind") == "sglang" else "scheduled"
+        session.prediction, session.events = predict(session.trace, session.options, timings, rule)
+    by_index = {outcome.index: outcome.cached_tokens for outcome in session.prediction.per_request}
     session.predicted = [
         by_index.get(outcome.index, outcome.cached_tokens) for outcome in session.serial.per_request
     ]

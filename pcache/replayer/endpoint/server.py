@@ -224,7 +224,7 @@ async def server_capacity(
         name = METRICS_SOURCES.get(metrics.kind or "", "cache_config_info")
         return ServerCapacity(
             int(published) - 1,
-            f"{name} num_gpu_blocks={published} in /metrics, less the null block it never fills",
+            f"num_gpu_blocks={published} ({name} in /metrics) less the null block it never fills",
         )
     if metrics is not None and metrics.kind in ("vllm", "pcache"):
         return None  # these publish it in /metrics or nowhere
@@ -239,7 +239,7 @@ async def server_capacity(
         if tokens is not None and tokens >= block_size:
             blocks = min(tokens // block_size, MAX_CACHE_BLOCKS)
             return ServerCapacity(
-                blocks, f"max_total_num_tokens={tokens} at {route}, in {block_size}-token blocks"
+                blocks, f"max_total_num_tokens={tokens} at {route} in {block_size}-token blocks"
             )
     return None
 

@@ -30,6 +30,8 @@ from pcache.replayer.endpoint.client import RequestTiming
 STEP_GAP_MS = 1.5
 """Chunks closer than this are one step's end; steps are a forward pass apart (a prefill or a
 decode step of the smallest models takes several ms)."""
+BURST_SHARE = 0.4
+"""Chunks closer than this share of the run's shortest step are one step's end."""
 
 
 def chunk_times(timing: RequestTiming) -> list[float]:
@@ -72,10 +74,36 @@ def step_ends(times: Sequence[float], gap_ms: float = STEP_GAP_MS) -> list[float
     return ends
 
 
+def shortest_step_ms(timings: Sequence[RequestTiming]) -> float | None:
+    """The shortest step the run shows, as an upper bound: no request's first token came
+    sooner after its send than one step (its own), nor two of its tokens closer than one
+    step apart (the median of its gaps, when its stream was not held back)."""
+    steps = []
+    for timing in timings:
+        if not timing.ok:
+            continue
+        firsts = [t for t in (timing.first_chunk_s, timing.ttft_s) if t is not None]
+        if firsts:
+            steps.append(min(firsts) * 1000.0)
+        if timing.itl_s and not held(timing):
+            steps.append(sorted(timing.itl_s)[len(timing.itl_s) // 2] * 1000.0)
+    return min(steps) if steps else None
+
+
+def burst_gap_ms(timings: Sequence[RequestTiming]) -> float:
+    """Chunks closer than this are one step's: `STEP_GAP_MS`, or `BURST_SHARE` of the
+    shortest step where that is wider (a client sharing its cores with the server reads one
+    step's chunks over several milliseconds)."""
+    shortest = shortest_step_ms(timings)
+    return max(STEP_GAP_MS, BURST_SHARE * shortest) if shortest is not None else STEP_GAP_MS
+
+
 def scheduled(
-    timings: Sequence[RequestTiming], gap_ms: float = STEP_GAP_MS
+    timings: Sequence[RequestTiming], gap_ms: float | None = None
 ) -> dict[int, tuple[float, float, float]]:
-    """Each completed request's (admitted, first token, freed) in ms, by its index."""
+    """Each completed request's (admitted, first token, freed) in ms, by its index; `gap_ms`:
+    the burst gap (default `burst_gap_ms`)."""
+    gap_ms = burst_gap_ms(timings) if gap_ms is None else gap_ms
     chunks = {timing.index: chunk_times(timing) for timing in timings if timing.ok}
     ends = step_ends([time for times in chunks.values() for time in times], gap_ms)
     placed = {}
