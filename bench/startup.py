@@ -1,6 +1,7 @@
 """Start-up of `pcache --help` and a small `pcache diff`, this tree against another commit,
 with `python -c pass` as the floor: alternating rounds, medians, spread and load average, and
-the outputs compared byte for byte.
+the outputs compared byte for byte. Wall seconds, and the CPU seconds (user + system) of each
+run, which another process's load inflates less.
 
     python bench/startup.py --against REV [--rounds 21]
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,6 +65,11 @@ def output(arguments: list[str], values: dict[str, str]) -> bytes:
     return b"%s\n--- stderr\n%s\n--- rc %d\n" % (done.stdout, done.stderr, done.returncode)
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--against", required=True, help="a commit of this repository")
@@ -78,13 +85,16 @@ def main() -> int:
             differing += was != now
             print(f"{'same' if was == now else 'DIFFERS'}  pcache {' '.join(compared)}")
         seconds = {name: {tree: [] for tree in trees} for name in COMMANDS}
+        cpu = {name: {tree: [] for tree in trees} for name in COMMANDS}
         loads = [os.getloadavg()[0]]
         for _ in range(arguments.rounds):
             for name, command in COMMANDS.items():
                 for tree, values in trees.items():
+                    used = _children_cpu()
                     start = time.perf_counter()
                     run(command, values)
                     seconds[name][tree].append(time.perf_counter() - start)
+                    cpu[name][tree].append(_children_cpu() - used)
             loads.append(os.getloadavg()[0])
     print(
         f"\n{arguments.rounds} alternating rounds on {os.cpu_count()} CPUs, load average"
@@ -106,6 +116,15 @@ def main() -> int:
             f"| {name} | {cells[0]} | {cells[1]} | {after / before:.2f}x"
             f" | {before / floor['before']:.1f}x | {after / floor['after']:.1f}x |"
         )
+    print("\nCPU seconds (user + system), median (min-max)")
+    print("| command | before | after | after/before |\n|---|---|---|---|")
+    for name, by_tree in cpu.items():
+        cells = [
+            f"{statistics.median(values):.3f} s ({min(values):.3f}-{max(values):.3f})"
+            for values in by_tree.values()
+        ]
+        before, after = (statistics.median(values) for values in by_tree.values())
+        print(f"| {name} | {cells[0]} | {cells[1]} | {after / before:.2f}x |")
     print(f"\n{len(COMPARED) - differing} of {len(COMPARED)} outputs identical")
     return 1 if differing else 0
 
