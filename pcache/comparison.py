@@ -1,14 +1,15 @@
 """`pcache diff`'s one function: two requests loaded, rendered, hashed and diffed, and the cause
-named with the lint rule it breaks (`pcache.rules.rule_of`), as `pcache lint` reports it."""
+named with the lint rule it breaks (`pcache.divergence.causes.rule_of`, the table the rules
+are checked against), as `pcache lint` reports it, without loading the rules."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from pcache.divergence.causes import rule_of
 from pcache.divergence.compare import DiffResult, diff
 from pcache.pipeline import HashedPrompt, Settings, hash_requests
-from pcache.rules import rule_of
 from pcache.text.redaction import redacting
 
 

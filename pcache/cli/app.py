@@ -5,11 +5,14 @@ from __future__ import annotations
 import errno
 import io
 import os
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from pcache.cli.process_policy import CommandLineProcess, ProcessPolicy, always, applied
+from pcache.cli import plain_values
+from pcache.cli.commands import LazyCommands, Registered, build
+from pcache.cli.process_policy import CommandLineProcess, ProcessPolicy, always
 from pcache.version import __version__
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG}
@@ -55,7 +58,31 @@ def _click_exceptions():
 
 
 class PcacheGroup(TyperGroup):
-    """Maps pcache's typed errors to one line on stderr and their exit code, in every runner."""
+    """Maps pcache's typed errors to one line on stderr and their exit code, in every runner;
+    builds each command the first time it is looked up (`COMMANDS`)."""
+
+    def __init__(self, **attributes: Any) -> None:
+        super().__init__(**attributes)
+        self.commands = LazyCommands(COMMANDS, lambda name: build(name, COMMANDS[name], **SETTINGS))
+        plain_values.install(self, subcommands=False)
+
+    def list_commands(self, ctx) -> list[str]:  # type: ignore[override]
+        return list(self.commands)
+
+    def format_commands(self, ctx, formatter) -> None:  # type: ignore[override]
+        """The command list, as Typer writes it, from each command's registered summary."""
+        commands = self.commands
+        assert isinstance(commands, LazyCommands)
+        names = self.list_commands(ctx)
+        listed = [(name, commands.listed(name)) for name in names]
+        listed = [(name, command) for name, command in listed if not command.hidden]
+        if not listed:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in listed)
+        with formatter.section("Commands"):
+            formatter.write_dl(
+                [(name, command.get_short_help_str(limit)) for name, command in listed]
+            )
 
     def invoke(self, ctx):  # type: ignore[override]
         from pcache.cli.console import error
@@ -90,6 +117,12 @@ class PcacheGroup(TyperGroup):
             ctx.exit(2)
 
 
+SETTINGS: dict[str, Any] = {
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": None,
+}
+"""The Typer settings of the group, which its commands are built with too."""
 app = typer.Typer(
     cls=PcacheGroup,
     name="pcache",
@@ -98,10 +131,8 @@ app = typer.Typer(
         "Example: pcache diff samples/a.json samples/b.json"
     ),
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
+    **SETTINGS,
 )
 
 
@@ -141,20 +172,42 @@ REPLAY = ProcessPolicy(pause_gc=_simulates)
 """Replay: a simulation keeps its trace and pool to the end; its exit stops what it started."""
 
 
-def _register() -> None:
-    from pcache.cli import diff, generate, hash, lint, replay, report, serve, trace
-
-    app.command("hash")(hash.hash_command)
-    app.command("diff")(diff.diff_command)
-    app.command("lint")(applied(lint.lint_command, BATCH))
-    app.command("replay", cls=replay.PanelCommand)(applied(replay.replay_command, REPLAY))
-    app.command("generate")(generate.generate_command)
-    app.command("serve")(serve.serve_command)
-    app.command("report")(applied(report.report_command, BATCH))
-    app.add_typer(trace.trace_app, name="trace")
-
-
-_register()
+COMMANDS = {
+    "hash": Registered(
+        "pcache.cli.hash:hash_command", "Print the token count and block hashes of a request."
+    ),
+    "diff": Registered(
+        "pcache.cli.diff:diff_command",
+        "Show where B stops reusing A's cached prefix, what each cache reuses, and why.",
+    ),
+    "lint": Registered(
+        "pcache.cli.lint:lint_command",
+        "Find what makes the prompt cache miss, where, and what it costs.",
+        policy=BATCH,
+    ),
+    "replay": Registered(
+        "pcache.cli.replay:replay_command",
+        "Replay a trace against a prefix cache: simulated, or measured through the engine.",
+        policy=REPLAY,
+        command_class="PanelCommand",
+    ),
+    "generate": Registered(
+        "pcache.cli.generate:generate_command",
+        "Generate greedily with the built-in paged-attention engine.",
+    ),
+    "serve": Registered(
+        "pcache.cli.serve:serve_command",
+        "Serve a model over HTTP: /v1/chat/completions, /v1/completions, /tokenize, /metrics.",
+    ),
+    "report": Registered(
+        "pcache.cli.report:report_command",
+        "Write one HTML page (everything inline, opens offline) of what breaks the cache.",
+        policy=BATCH,
+    ),
+    "trace": Registered("pcache.cli.trace:trace_app", "Work with replay traces."),
+}
+"""The commands, in the order `pcache --help` lists them; each module is imported only when
+its command runs or shows its own help (`pcache.cli.commands`)."""
 
 
 def main() -> None:

@@ -135,3 +135,37 @@ CAUSES: dict[str, CauseKind] = {
 
 NEUTRAL = frozenset({"identical", "append", "cache_salt", "content", "token_ids"})
 """Causes that no rule reports: what they lose, no earlier request could have supplied."""
+
+RULE_OF_CAUSE: dict[str, tuple[str, str]] = {
+    "clock": ("PC101", "clock-in-prefix"),
+    "random_id": ("PC103", "random-id-in-prefix"),
+    "per_user": ("PC104", "per-user-in-shared-prefix"),
+    "fewshot_order": ("PC106", "fewshot-reordered"),
+    "whitespace": ("PC107", "whitespace-drift"),
+    "image": ("PC108", "image-instability"),
+    "system_prompt": ("PC109", "system-prompt-changed"),
+    "key_order": ("PC201", "unsorted-schema-keys"),
+    "arguments_reserialized": ("PC202", "reserialized-tool-arguments"),
+    "tool_result_reserialized": ("PC203", "tool-result-reserialized"),
+    "number_format": ("PC204", "number-formatting-drift"),
+    "tool_order": ("PC301", "tool-order-changed"),
+    "tool_set": ("PC302", "tool-set-changed"),
+    "tool_definition": ("PC303", "tool-definition-drift"),
+    "tool_call_id": ("PC304", "tool-call-id-regenerated"),
+    "history_edit": ("PC401", "history-not-append-only"),
+    "history_truncated": ("PC402", "sliding-window"),
+    "compaction": ("PC403", "compaction-or-clipping"),
+    "reasoning_dropped": ("PC404", "reasoning-dropped"),
+    "template": ("PC405", "template-non-append-only"),
+    "system_message_moved": ("PC406", "system-message-mid-history"),
+    "parameter": ("PC509", "openai-param-change"),
+}
+"""The lint rule (code, name) that reports each cause NEUTRAL leaves out, as the rule modules
+declare it in their `CAUSES`: `pcache diff` names the rule without loading the rules, and
+`pcache.rules` checks, as it loads, that this table and the modules agree."""
+
+
+def rule_of(kind: str) -> dict[str, str] | None:
+    """The lint rule a divergence cause breaks, as `{"code", "name"}` (None: a neutral cause)."""
+    rule = RULE_OF_CAUSE.get(kind)
+    return None if rule is None else {"code": rule[0], "name": rule[1]}

@@ -36,7 +36,7 @@ RULES[PARSE_ERROR.code] = PARSE_ERROR
 def _rule_for_cause() -> dict[str, Rule]:
     """Each divergence cause (`pcache.divergence.causes`) and the one rule that reports it: the
     rule module lists it in `CAUSES`."""
-    from pcache.divergence.causes import CAUSES, NEUTRAL
+    from pcache.divergence.causes import CAUSES, NEUTRAL, RULE_OF_CAUSE
 
     mapping: dict[str, Rule] = {}
     for module in REGISTRY:
@@ -46,6 +46,10 @@ def _rule_for_cause() -> dict[str, Rule]:
             mapping[cause] = module.RULE
     missing = set(CAUSES) - NEUTRAL - set(mapping)
     assert not missing, f"causes no rule reports: {sorted(missing)}"
+    declared = {cause: (rule.code, rule.name) for cause, rule in mapping.items()}
+    assert declared == RULE_OF_CAUSE, (
+        "pcache.divergence.causes.RULE_OF_CAUSE differs from the rules"
+    )
     return mapping
 
 

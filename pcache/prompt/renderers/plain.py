@@ -16,7 +16,7 @@ from typing import Any
 from pcache.prompt.renderers.interface import RenderOptions
 from pcache.prompt.renderers.rendered import Span, assemble
 from pcache.prompt.shapes.request import Request
-from pcache.prompt.tokenizers.tiktoken_offline import get_encoding
+from pcache.prompt.tokenizers.tiktoken_small import small_text_encoding
 
 LAYOUT_VERSION = "plain-chatml-v1"
 
@@ -33,7 +33,7 @@ class TiktokenEncoder:
 
     def __init__(self, encoding_name: str):
         self.encoding_name = encoding_name
-        self.encoding = get_encoding(encoding_name)
+        self.encoding = small_text_encoding(encoding_name)
 
     def encode(self, text: str) -> list[int]:
         return self.encoding.encode(text, allowed_special="all")
