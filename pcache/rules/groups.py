@@ -169,7 +169,7 @@ class GroupTotal:
                 ),
                 key=lambda row: (-row["tokens_reprefilled"], row["code"]),
             ),
-            **({"money": self.money.as_dict()} if self.money is not None else {}),
+            "money": self.money.as_dict() if self.money is not None else None,
         }
 
 

@@ -101,6 +101,18 @@ class Money:
         }
 
 
+NOT_SHOWN = {
+    "cost": None,
+    "cost_if_fixed": None,
+    "saving": None,
+    "unpaid": None,
+    "per_day": None,
+    "per_month": None,
+    "rules": [],
+}
+"""`Money.as_dict`'s keys when some request has no price."""
+
+
 def _usd(value: float) -> float:
     return round(value, DIGITS) + 0.0  # no -0.0
 
@@ -137,7 +149,7 @@ class MoneySummary:
             ],
             "span_seconds": None if self.span_ms is None else round(self.span_ms / 1000, 3),
             "rate_assumes": RATE_ASSUMES if shown and self.span_ms else None,
-            **(self.total.as_dict() if self.total is not None else {}),
+            **(self.total.as_dict() if self.total is not None else NOT_SHOWN),
         }
 
 
