@@ -123,6 +123,7 @@ def lint(
     write_fixed: str | os.PathLike[str] | None = None,
     redact: bool = False,
     group_by: list[str] | None = None,
+    price: str | None = None,
 ) -> LintReport:
     """Find what makes the prompt cache miss, where, and what it costs.
 
@@ -139,11 +140,15 @@ def lint(
     `redact`: no string of a request in the report (values quoted as their shapes).
     `group_by`: keys the summary is also totalled by (`model`, `user`, `file`, `app`,
     `metadata.NAME`, `header.NAME`; `pcache.rules.groups`).
+    `price`: a model (or family) whose price applies to every request, whatever its model;
+    else each request's model is priced by the price table or `[tool.pcache.prices]`
+    (`pcache.cache.prices`; the summary's `money`).
     """
     from dataclasses import replace
     from pathlib import Path
 
     from pcache import api_arguments as check
+    from pcache.cache.prices import PriceBook
     from pcache.defaults import DEFAULT_EXECUTOR, PROFILE_NAMES
     from pcache.pipeline import Settings
     from pcache.prompt.reading.held import is_path, values_from
@@ -173,6 +178,7 @@ def lint(
     write_fixed = check.optional_path("lint", "write_fixed", write_fixed)
     redact = check.flag("lint", "redact", redact)
     group_by = check.keys("lint", "group_by", group_by)
+    price = check.text("lint", "price", price)
     paths = [os.fspath(item) for item in items if is_path(item)]
     if paths and len(paths) != len(items):
         raise check.ArgumentValueError(
@@ -185,9 +191,13 @@ def lint(
         )
     config_path = Path(config) if config else find_config(Path.cwd())
     settings = load_config(config_path)
-    named = ("select", "extend_select", "ignore", "date", "profile", "ray_address", "group_by")
+    named = (
+        *("select", "extend_select", "ignore", "date", "profile", "ray_address", "group_by"),
+        "price",
+    )
     with check.named_as("lint", named):
         keys = check_keys(group_by or [], settings.apps)
+        PriceBook(settings.prices, price)  # a price named is one pcache knows
         selection = resolve(
             settings.selection,
             SelectionInput(select, extend_select or [], ignore or []),
@@ -212,6 +222,8 @@ def lint(
             write_fixed=os.fspath(write_fixed) if write_fixed is not None else None,
             redact=redact,
             group_by=keys,
+            price=price,
+            prices=tuple(settings.prices.values()),
         )
     with check.named_as("lint", ("since", "fix", "column")):
         if not paths:

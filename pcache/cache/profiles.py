@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from pcache.cache.prices import family_price
 from pcache.defaults import PROFILE_NAMES as PROFILE_NAMES  # diff, lint and report read it here
 from pcache.errors import UsageError
 
@@ -33,9 +34,12 @@ class Profile:
     step_tokens: int = 0
     max_breakpoints: int = 0
     ttl_seconds: float | None = None
+    price_family: str | None = None
+    """The model family whose prices (`pcache.cache.prices`) a replay bills the log at."""
     cached_read_multiplier: float = 1.0
     cache_write_multiplier: float = 1.0
     input_price_per_mtok: float = 0.0
+    """The three figures of `price_family`'s entry in the price table (none for engines)."""
 
 
 def load_profile(name: str) -> Profile:
@@ -47,6 +51,8 @@ def load_profile(name: str) -> Profile:
     def value(key: str, default: Any) -> Any:
         return entry[key]["value"] if key in entry else default
 
+    family = value("price_family", None)
+    price = family_price(family) if family is not None else None
     return Profile(
         name=name,
         granularity=entry["granularity"],
@@ -55,9 +61,10 @@ def load_profile(name: str) -> Profile:
         step_tokens=value("step_tokens", 0),
         max_breakpoints=value("max_breakpoints", 0),
         ttl_seconds=value("ttl_seconds", None),
-        cached_read_multiplier=value("cached_read_multiplier", 1.0),
-        cache_write_multiplier=value("cache_write_multiplier", 1.0),
-        input_price_per_mtok=value("input_price_per_mtok", 0.0),
+        price_family=family,
+        cached_read_multiplier=round(price.cached_input / price.input, 6) if price else 1.0,
+        cache_write_multiplier=round(price.miss / price.input, 6) if price else 1.0,
+        input_price_per_mtok=price.input if price else 0.0,
     )
 
 

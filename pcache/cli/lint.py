@@ -17,6 +17,7 @@ from pcache.cli.options import (
     GroupByOpt,
     JobsOpt,
     LintTokenizerOpt,
+    PriceOpt,
     RayAddressOpt,
     RedactOpt,
     VerboseOpt,
@@ -85,6 +86,7 @@ def lint_command(
         ),
     ] = None,
     group_by: GroupByOpt = None,
+    price: PriceOpt = None,
     redact: RedactOpt = False,
     jobs: JobsOpt = None,
     executor: ExecutorOpt = DEFAULT_EXECUTOR,
@@ -141,6 +143,7 @@ def lint_command(
             write_fixed=write_fixed,
             redact=redact,
             group_by=group_by,
+            price=price,
         )
     lint_output.print_report(report, format)
     if report.failing and not exit_zero:

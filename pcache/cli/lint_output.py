@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from pcache.cli.console import stderr, stdout, write_json
 from pcache.rules import formats as lint_formats
+from pcache.rules.money_words import money_lines, rule_saving, usd
 from pcache.rules.observed import TOLERANCE_SHARE
 
 
@@ -155,6 +156,7 @@ def _footer(report, brief: bool) -> None:
                 markup=False,
             )
     if brief:
+        _money(summary)
         _observed(summary, brief)
         return
     if summary.rules:
@@ -163,8 +165,10 @@ def _footer(report, brief: bool) -> None:
             stdout.print(
                 f"  {total_row.code} {total_row.name:<32}"
                 f" {_count(total_row.count, 'finding', width=6):<15}"
-                f" {total_row.tokens_reprefilled:>12,} tokens",
+                f" {total_row.tokens_reprefilled:>12,} tokens"
+                + rule_saving(summary.money.total, total_row.code),
                 markup=False,
+                soft_wrap=True,
             )
     unattributed = summary.unattributed
     stdout.print(
@@ -192,8 +196,15 @@ def _footer(report, brief: bool) -> None:
         " names; --write-fixed writes it).",
         markup=False,
     )
+    _money(summary)
     _groups(summary)
     _observed(summary, brief)
+
+
+def _money(summary) -> None:
+    """The input cost as is and if fixed, and per day and month (`pcache.rules.money`)."""
+    for line in money_lines(summary.money):
+        stdout.print(line, markup=False, soft_wrap=True)
 
 
 SHOWN_GROUPS = 20
@@ -215,11 +226,17 @@ def _groups(summary) -> None:
         row = group.as_dict()
         rules = [r for r in row["rules"] if r["tokens_reprefilled"]][:3]
         top = ", ".join(f"{r['code']} {r['tokens_reprefilled']:,}" for r in rules) or "-"
+        money = group.money
+        cost = (
+            f"; {usd(money.cost)} as is, the fixes save {usd(money.saving)}"
+            if money is not None
+            else ""
+        )
         stdout.print(
             f"  {row['name']:<{width}}  {_count(row['requests'], 'request', width=5):<15}"
             f" cacheable {row['cacheable_ratio']:>6.1%} as is,"
             f" {row['if_fixed']['cacheable_ratio']:>6.1%} if fixed;"
-            f" {row['reprefilled_tokens']:>10,} re-prefilled ({top})",
+            f" {row['reprefilled_tokens']:>10,} re-prefilled ({top}){cost}",
             markup=False,
             soft_wrap=True,
         )

@@ -119,6 +119,15 @@ GroupByOpt = Annotated[
         " header.NAME (repeat to combine).",
     ),
 ]
+PriceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--price",
+        metavar="MODEL",
+        help="Price every request as MODEL (a family of pcache's price table or of"
+        " [tool.pcache.prices]); default: each request's own model.",
+    ),
+]
 RedactOpt = Annotated[
     bool,
     typer.Option(

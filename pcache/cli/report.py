@@ -25,6 +25,7 @@ from pcache.cli.options import (
     GroupByOpt,
     JobsOpt,
     LintTokenizerOpt,
+    PriceOpt,
     RayAddressOpt,
     RedactOpt,
     ReplicasOpt,
@@ -89,6 +90,7 @@ def report_command(
     executor: ExecutorOpt = DEFAULT_EXECUTOR,
     ray_address: RayAddressOpt = None,
     group_by: GroupByOpt = None,
+    price: PriceOpt = None,
     redact: RedactOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -136,6 +138,7 @@ def report_command(
         fleet=fleet,
         redact=redact,
         group_by=tuple(group_by or ()),
+        price=price,
     )
     if format == "json":
         report = _build(options, None)

@@ -57,6 +57,8 @@ class ReportOptions(WithSettings):
     """No string of a request on the page: findings and excerpts as shapes (`--redact`)."""
     group_by: tuple[str, ...] = ()
     """Keys lint's totals are also split by (`--group-by`: `pcache.rules.groups`)."""
+    price: str | None = None
+    """The model whose price applies to every request (`--price`; `pcache.cache.prices`)."""
 
 
 @dataclass(slots=True)
@@ -367,6 +369,7 @@ def _lint(options: ReportOptions, observer=None):
     `observer` is told of each request (`LintOptions.observer`)."""
     from pathlib import Path
 
+    from pcache.cache.prices import PriceBook
     from pcache.rules import RULES
     from pcache.rules.config import find_config, load_config
     from pcache.rules.groups import check_keys
@@ -376,6 +379,7 @@ def _lint(options: ReportOptions, observer=None):
     config_path = find_config(Path.cwd())
     config = load_config(config_path)
     group_by = check_keys(list(options.group_by), config.apps)
+    PriceBook(config.prices, options.price)  # a price named is one pcache knows
     selection = resolve(
         config.selection,
         SelectionInput(None, [], []),
@@ -388,6 +392,8 @@ def _lint(options: ReportOptions, observer=None):
         observer=observer,
         redact=options.redact,
         group_by=group_by,
+        price=options.price,
+        prices=tuple(config.prices.values()),
     )
     return lint_paths(list(options.paths), lint_options, config)
 

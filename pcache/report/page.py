@@ -15,6 +15,8 @@ from pcache.replayer.report import distribution_of
 from pcache.report import charts
 from pcache.report.build import Report
 from pcache.report.icicle import layout
+from pcache.rules.money import MONTH_DAYS
+from pcache.rules.money_words import money_lines, usd
 from pcache.rules.observed import AGREEMENT, KEEP_WORST
 
 TIMELINE_BINS = 240
@@ -55,6 +57,22 @@ def _groups(lint) -> dict[str, Any] | None:
     return lint.summary.as_dict()["groups"]
 
 
+def _money(lint) -> dict[str, Any] | None:
+    """Lint's money: the lines the text output prints, and each rule's saving (None without a
+    lint, or when the log has no request at all)."""
+    if lint is None or not lint.summary.requests:
+        return None
+    money = lint.summary.money
+    return {
+        "lines": money_lines(money),
+        "rules": (
+            {code: round(saving, 6) for code, saving in money.total.rules.items()}
+            if money.total is not None
+            else None
+        ),
+    }
+
+
 def context(report: Report, command: str, charts: Charts | None = None) -> dict[str, Any]:
     lint = report.lint
     rules = _rules(lint)
@@ -79,6 +97,8 @@ def context(report: Report, command: str, charts: Charts | None = None) -> dict[
         "observed_assumes": AGREEMENT[0].upper() + AGREEMENT[1:],
         "observed_keep": KEEP_WORST,
         "groups": _groups(lint),
+        "money": _money(lint),
+        "usd": usd,
     }
     drawn = charts() if charts is not None else draw_charts(chart_calls(report))
     return {**values, **drawn}
@@ -147,6 +167,7 @@ def _figures(report: Report) -> list[Figure]:
                 _if_fixed_note(summary),
             ),
         ]
+        figures += _money_figures(summary.money)
         data = summary.as_dict()
         if "unattributed_tokens" in data:  # re-prefilled tokens no finding explains
             unattributed = data["unattributed_tokens"]
@@ -177,6 +198,35 @@ def _figures(report: Report) -> list[Figure]:
             f"simulated {replay.policy}, unlimited cache, {replay.concurrency}",
         )
     )
+    return figures
+
+
+def _money_figures(money) -> list[Figure]:
+    """The input cost as is and if fixed, and a month's saving at the log's rate."""
+    total = money.total
+    if total is None:
+        return []
+    figures = [
+        Figure("cost", "Input cost as is", usd(total.cost), round(total.cost, 6), "USD"),
+        Figure(
+            "cost_if_fixed",
+            "Input cost if fixed",
+            usd(total.cost_if_fixed),
+            round(total.cost_if_fixed, 6),
+            f"saves {usd(total.saving)}",
+        ),
+    ]
+    if total.day_factor is not None:
+        month = total.rates(MONTH_DAYS)
+        figures.append(
+            Figure(
+                "saving_per_month",
+                "Saved per month",
+                usd(month["saving"]),
+                month["saving"],
+                f"at the log's rate; {usd(month['cost'])} a month as is",
+            )
+        )
     return figures
 
 

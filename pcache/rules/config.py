@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pcache.cache.prices import Price, parse_prices
 from pcache.defaults import PROFILE_NAMES
 from pcache.errors import ConfigError, InputError, NestingError
 from pcache.files import read_text
@@ -39,6 +40,8 @@ class LintConfig:
     apps: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     """`[tool.pcache.apps]`: app name -> the `KEY=VALUE` matches of its requests
     (`--group-by app`)."""
+    prices: dict[str, Price] = field(default_factory=dict)
+    """`[tool.pcache.prices]`: model -> its input prices (`pcache.cache.prices`)."""
 
     def ignored_for(self, file: str) -> list[str]:
         """Codes ignored for `file` by per-file-ignores (a pattern starting with ! negates)."""
@@ -143,6 +146,8 @@ def load_config(path: Path | None) -> LintConfig:
     config = LintConfig(path=str(path))
     if "apps" in pcache:
         config.apps = parse_apps(pcache["apps"], f"{path}: [tool.pcache.apps]")
+    if "prices" in pcache:
+        config.prices = parse_prices(pcache["prices"], f"{path}: [tool.pcache.prices]")
     if "select" in lint:
         config.selection.select = _codes(lint["select"], f"{where} select")
     config.selection.extend_select = _codes(lint.get("extend-select", []), f"{where} extend-select")

@@ -21,6 +21,7 @@ from pcache.text.redaction import shown
 
 if TYPE_CHECKING:
     from pcache.prompt.shapes.request import Request
+    from pcache.rules.money import Money
 
 PLAIN_KEYS = ("model", "user", "file", "app")
 DOTTED_KEYS = ("metadata.", "header.")
@@ -119,8 +120,14 @@ class GroupTotal:
     reusable_tokens_if_fixed: int = 0
     rule_tokens: dict[str, int] = field(default_factory=dict)
     rule_counts: dict[str, int] = field(default_factory=dict)
+    rule_length: dict[str, int] = field(default_factory=dict)
+    """Prompt tokens each rule's fix adds to the group's requests (negative: takes off)."""
     first_ms: float | None = None
     last_ms: float | None = None
+    timed_requests: int = 0
+    """Requests with a timestamp."""
+    money: Money | None = None
+    """The group's cost (`pcache.rules.money`), when every request of the run has a price."""
 
     @property
     def reprefilled_tokens(self) -> int:
@@ -162,13 +169,14 @@ class GroupTotal:
                 ),
                 key=lambda row: (-row["tokens_reprefilled"], row["code"]),
             ),
+            "money": self.money.as_dict() if self.money is not None else None,
         }
 
 
 def _shown(key: str, value: str) -> str:
     """A group's value as outputs show it: model, file and app names as they are, request
     values as their shapes under `--redact`."""
-    if key in ("model", "file", "app") or value in (NONE, OTHER_GROUPS):
+    if key in ("model", "file", "app", "price") or value in (NONE, OTHER_GROUPS):
         return value
     return shown(value)
 
@@ -176,31 +184,42 @@ def _shown(key: str, value: str) -> str:
 class Groups:
     """The group of each request (by number) and each group's totals."""
 
-    def __init__(self, keys: tuple[str, ...], apps: dict[str, list[tuple[str, str]]]):
+    def __init__(
+        self,
+        keys: tuple[str, ...],
+        apps: dict[str, list[tuple[str, str]]],
+        extra_keys: tuple[str, ...] = (),
+    ):
         self.keys = keys
         self.apps = apps
+        self.extra_keys = extra_keys
+        """Keys whose values the caller gives with each request (`add_request(extra=...)`)."""
         self.totals: list[GroupTotal] = []
         self.index: dict[tuple[str, ...], int] = {}
         self.of_request: list[int] = []
         """Each request's group (by request number)."""
         self.debts: dict[tuple[str, int], int] = {}
 
-    def group_of(self, request: Request) -> int:
-        values = tuple(value_of(request, key, self.apps) for key in self.keys)
+    def group_of(self, request: Request, extra: tuple[str, ...] = ()) -> int:
+        """The request's group; `extra`: values of keys beyond `keys` (`extra_keys`), kept
+        apart even past `MAX_GROUPS`."""
+        values = tuple(value_of(request, key, self.apps) for key in self.keys) + extra
         found = self.index.get(values)
         if found is None:
             if len(self.totals) >= MAX_GROUPS:
-                values = (OTHER_GROUPS,) * len(self.keys)
+                values = (OTHER_GROUPS,) * len(self.keys) + extra
                 found = self.index.get(values)
             if found is None:
                 found = len(self.totals)
                 self.index[values] = found
-                pairs = zip(self.keys, values, strict=True)
+                pairs = zip((*self.keys, *self.extra_keys), values, strict=True)
                 self.totals.append(GroupTotal({key: _shown(key, value) for key, value in pairs}))
         return found
 
-    def add_request(self, request: Request, prompt_tokens: int, reused: int) -> None:
-        group = self.group_of(request)
+    def add_request(
+        self, request: Request, prompt_tokens: int, reused: int, extra: tuple[str, ...] = ()
+    ) -> None:
+        group = self.group_of(request, extra)
         self.of_request.append(group)
         total = self.totals[group]
         total.requests += 1
@@ -208,6 +227,7 @@ class Groups:
         total.reusable_tokens += reused
         stamp = request.timestamp
         if stamp is not None:
+            total.timed_requests += 1
             total.first_ms = stamp if total.first_ms is None else min(total.first_ms, stamp)
             total.last_ms = stamp if total.last_ms is None else max(total.last_ms, stamp)
 
@@ -227,6 +247,12 @@ class Groups:
             return
         rules = self.totals[group].rule_tokens
         rules[code] = rules.get(code, 0) + tokens
+
+    def lengthen(self, number: int, code: str, tokens: int) -> None:
+        """`tokens` added to request `number`'s prompt by rule `code`'s fix (negative: taken
+        off)."""
+        lengths = self.totals[self.of_request[number]].rule_length
+        lengths[code] = lengths.get(code, 0) + tokens
 
     def settle(self, code: str, paid: int) -> None:
         """Take `paid` tokens of a rule's debts off its groups: the groups the debts arose

@@ -12,6 +12,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from pcache.cache.prices import Price, PriceBook
 from pcache.cache.profiles import load_profile, longest_ttl_seconds
 from pcache.divergence.sessions import SessionTracker
 from pcache.errors import InputError, OptionError, UsageError
@@ -46,7 +47,8 @@ from pcache.rules.fix_plan import Fix, FixPlan
 from pcache.rules.fixed_replay import FixedLog, written_body
 from pcache.rules.fixed_writer import FixedWriter
 from pcache.rules.fixes import fix_files
-from pcache.rules.groups import Groups
+from pcache.rules.groups import NONE, Groups
+from pcache.rules.money import PRICE_KEY, group_money, price_rows
 from pcache.rules.patterns import short
 from pcache.rules.selection import Selection
 from pcache.rules.summary import LintReport, LintSummary, RuleTotal
@@ -90,6 +92,11 @@ class LintOptions(WithSettings):
     """No string of a request in the findings: values quoted as their shapes (`--redact`)."""
     group_by: tuple[str, ...] = ()
     """Keys the summary's totals are also split by (`--group-by`: `pcache.rules.groups`)."""
+    price: str | None = None
+    """The model whose family prices every request (`--price`), whatever its model."""
+    prices: tuple[Price, ...] = ()
+    """Prices of models the data file lacks (`[tool.pcache.prices]`; `Price.family`: the
+    model's name)."""
     observer: Callable[[Request | InputError, list[int] | None], None] | None = None
     """Told of every request linted, with its token ids, and of every line or request that
     could not be read or rendered (with None), in input order: a consumer of the same log
@@ -262,6 +269,10 @@ class _Run:
         self.failing_not_listed = 0
         self.request_groups = Groups(options.group_by, config.apps) if options.group_by else None
         """Each request's group and each group's totals (`--group-by`)."""
+        self.prices = PriceBook({p.family: p for p in options.prices}, options.price)
+        self.priced = Groups(options.group_by, config.apps, extra_keys=(PRICE_KEY,))
+        """The same totals by group and price family: what money is made of."""
+        self.groupings = [g for g in (self.request_groups, self.priced) if g is not None]
 
     def _items(self, path: str):
         """The file's requests and errors (stdin is read once and kept for the second pass)."""
@@ -463,6 +474,9 @@ class _Run:
         settled = self.costs.settle(current, found)
         if self.request_groups is not None:
             self.request_groups.add_request(current.request, len(current.token_ids), settled.reused)
+        price = self.prices.of(current.request.model)
+        family = (price.family if price is not None else NONE,)
+        self.priced.add_request(current.request, len(current.token_ids), settled.reused, family)
         self.lost.append(settled.lost)
         self.needed.append(0)
         self.holders.append(found.holder if found.holder is not None else -1)
@@ -481,8 +495,8 @@ class _Run:
             if violation.claims == "rounding" and not violation.hint and rounded:
                 diagnostic.tokens_reprefilled += rounded
                 self.totals[diagnostic.code].tokens_reprefilled += rounded
-                if self.request_groups is not None:
-                    self.request_groups.charge(number, diagnostic.code, rounded)
+                for groups in self.groupings:
+                    groups.charge(number, diagnostic.code, rounded)
                 rounded = 0
         summary = self.summary
         if settled.first:
@@ -619,8 +633,8 @@ class _Run:
                 total.tokens_reprefilled -= paid
                 debt -= paid
             self.summary.unpaid_tokens += debt
-            if self.request_groups is not None:
-                self.request_groups.settle(code, owed - debt)
+            for groups in self.groupings:
+                groups.settle(code, owed - debt)
         self.debts.clear()
 
     def _replay_fixed(self) -> None:
@@ -630,7 +644,7 @@ class _Run:
         if not self.plan and self.write_fixed is None:
             summary.prompt_tokens_if_fixed = summary.prompt_tokens
             summary.reusable_tokens_if_fixed = summary.reusable_tokens
-            for total in self.request_groups.totals if self.request_groups is not None else ():
+            for total in (total for groups in self.groupings for total in groups.totals):
                 total.prompt_tokens_if_fixed = total.prompt_tokens
                 total.reusable_tokens_if_fixed = total.reusable_tokens
             return
@@ -651,8 +665,8 @@ class _Run:
                 summary.prompt_tokens_if_fixed += len(outcome.fixed_tokens)
                 summary.reusable_tokens_if_fixed += outcome.fixed_reused
                 summary.requests_changed_if_fixed += outcome.fixed.changed
-                if self.request_groups is not None:
-                    self.request_groups.add_fixed(
+                for groups in self.groupings:
+                    groups.add_fixed(
                         outcome.number, len(outcome.fixed_tokens), outcome.fixed_reused
                     )
                 self._charge_fixed(outcome)
@@ -676,13 +690,20 @@ class _Run:
             if fix not in self.first_changes:  # kept without its render
                 number, context, position, message = self._where(fix, outcome)
                 self.first_changes[fix] = (number, context.request, position, message)
+        added = len(outcome.fixed_tokens) - len(outcome.tokens)
+        if added and fixes:  # what the fixed prompt's cached tokens cost more (or less)
+            share, left = divmod(added, len(fixes))
+            for index, fix in enumerate(fixes):
+                self.priced.lengthen(
+                    outcome.number, fix.rule.code, share + (left if not index else 0)
+                )
         if not outcome.saving or not fixes:
             return
         share, left = divmod(outcome.saving, len(fixes))
         for index, fix in enumerate(fixes):
             tokens = share + (left if index == 0 else 0)
-            if self.request_groups is not None and tokens:
-                self.request_groups.charge(outcome.number, fix.rule.code, tokens)
+            for groups in self.groupings if tokens else ():
+                groups.charge(outcome.number, fix.rule.code, tokens)
             if tokens < 0:
                 self.debts[fix.rule.code] = self.debts.get(fix.rule.code, 0) - tokens
                 continue
@@ -779,6 +800,15 @@ class _Run:
         unattributed["new_content"] = left - unattributed["partial_blocks"]
         unattributed["unreported"] = 0
 
+    def _price(self) -> None:
+        """The run's money (`pcache.rules.money`), and each group's."""
+        book = self.prices
+        forced = book.forced.family if book.forced is not None else None
+        money = price_rows(self.priced.totals, book.priced, book.missing, forced)
+        if money.total is not None and self.request_groups is not None:
+            group_money(self.summary.groups, self.priced.totals, book.priced, money.span_ms)
+        self.summary.money = money
+
     def finish(self) -> LintReport:
         self._replay_fixed()
         self._settle_debts()
@@ -788,6 +818,7 @@ class _Run:
         if self.request_groups is not None:
             self.summary.group_by = self.request_groups.keys
             self.summary.groups = self.request_groups.ranked()
+        self._price()
         self.summary.stage_seconds = {k: round(v, 3) for k, v in self.seconds.items()}
         self.diagnostics.sort(key=Diagnostic.sort_key)
         failing = self.failing_not_listed + sum(

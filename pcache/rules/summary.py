@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pcache.defaults import DEFAULT_BLOCK_SIZE
 from pcache.rules.base import Diagnostic
 from pcache.rules.groups import GroupTotal
+from pcache.rules.money import MoneySummary
 from pcache.rules.observed import ObservedUsage
 
 
@@ -68,6 +69,8 @@ class LintSummary:
     group_by: tuple[str, ...] = ()
     groups: list[GroupTotal] = field(default_factory=list)
     """The totals per group of requests (`--group-by`), most re-prefilled tokens first."""
+    money: MoneySummary = field(default_factory=MoneySummary)
+    """The input cost as is and if fixed, per rule and group (`pcache.rules.money`)."""
 
     @property
     def reprefilled_tokens(self) -> int:
@@ -118,6 +121,7 @@ class LintSummary:
                 for t in self.rules
             ],
             "fixed_files": self.fixed_files,
+            "money": self.money.as_dict(),
             **({"skipped_tables": self.skipped_tables} if self.skipped_tables else {}),
             **({"observed": self.observed.as_dict()} if self.observed.requests else {}),
             **({"unpaid_tokens": self.unpaid_tokens} if self.unpaid_tokens else {}),
