@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,6 +187,18 @@ async def server_block_size(
         return ServerBlockSize(metrics.block_size, f"{name} in /metrics")
     if metrics is not None and metrics.kind in ("vllm", "pcache"):
         return None  # these publish it in /metrics or nowhere
+    async for route, info in server_infos(client, options, secrets):
+        size = info.get("page_size")
+        if type(size) is int and 0 < size <= MAX_BLOCK_SIZE:
+            return ServerBlockSize(size, f"page_size at {route}")
+    return None
+
+
+async def server_infos(
+    client: Any, options: EndpointOptions, secrets: list[str] | tuple = ()
+) -> AsyncIterator[tuple[str, dict]]:
+    """SGLang's server info at each of `SERVER_INFO_ROUTES` that answers with a JSON object:
+    (route, info)."""
     for route in SERVER_INFO_ROUTES:
         url = options.root_route(route)
         try:
@@ -193,10 +206,8 @@ async def server_block_size(
             info = orjson.loads(data) if status == 200 else None
         except (SideFailure, orjson.JSONDecodeError):
             continue
-        size = info.get("page_size") if isinstance(info, dict) else None
-        if type(size) is int and 0 < size <= MAX_BLOCK_SIZE:
-            return ServerBlockSize(size, f"page_size at {route}")
-    return None
+        if isinstance(info, dict):
+            yield route, info
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +239,7 @@ async def server_capacity(
         )
     if metrics is not None and metrics.kind in ("vllm", "pcache"):
         return None  # these publish it in /metrics or nowhere
-    for route in SERVER_INFO_ROUTES:
-        url = options.root_route(route)
-        try:
-            status, data = await side_request(client, options, "GET", url, secrets=secrets)
-            info = orjson.loads(data) if status == 200 else None
-        except (SideFailure, orjson.JSONDecodeError):
-            continue
+    async for route, info in server_infos(client, options, secrets):
         tokens = _total_tokens(info)
         if tokens is not None and tokens >= block_size:
             blocks = min(tokens // block_size, MAX_CACHE_BLOCKS)
@@ -244,11 +249,9 @@ async def server_capacity(
     return None
 
 
-def _total_tokens(info: Any) -> int | None:
+def _total_tokens(info: dict) -> int | None:
     """SGLang's `max_total_num_tokens`: at the top of its server info, or in its first
     scheduler's `internal_states` (newer releases)."""
-    if not isinstance(info, dict):
-        return None
     states = info.get("internal_states")
     places = [info, *(states[:1] if isinstance(states, list) else [])]
     for place in places:
