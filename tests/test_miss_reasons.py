@@ -152,3 +152,25 @@ def test_a_replay_file_with_malformed_reasons_is_refused(cli, tmp_path, value):
     result = cli("report", requests, "--replay", path, "-o", tmp_path / "page.html")
     assert result.exit_code == 2
     assert "miss_reasons" in result.output and "o.jsonl" in result.output
+
+
+def test_what_the_server_did_not_serve_is_named_by_what_the_replay_knows():
+    from pcache.replayer.miss_reasons import MissReasons, explain_served
+
+    replayed = MissReasons()
+    replayed.add(64, 100, "never_cached")  # the replay served 64 of 100
+    # fewer than the replay: a router sent it elsewhere, a concurrent request raced it, or
+    # nothing the replay knows
+    routed, why = explain_served(replayed, 64, 32, 100, True, [])
+    assert routed.tokens() == {"other_replica": 32, "never_cached": 36}
+    assert "routed to a replica" in why
+    raced, why = explain_served(replayed, 64, 0, 100, False, [3])
+    assert raced.tokens() == {"not_yet_published": 64, "never_cached": 36}
+    assert raced.prefilling == [3] and "request 3" in why
+    lost, why = explain_served(replayed, 64, 48, 100, False, [])
+    assert lost.tokens() == {"unexplained": 16, "never_cached": 36} and "16 tokens fewer" in why
+    # as many: the replay's reasons, no difference; more: the replay's reasons of the rest
+    same, why = explain_served(replayed, 64, 64, 100, False, [])
+    assert same.tokens() == {"never_cached": 36} and why is None
+    more, why = explain_served(replayed, 64, 80, 100, False, [])
+    assert more.tokens() == {"never_cached": 20} and "16 tokens more" in why
