@@ -368,6 +368,13 @@ class _Run:
     def _keep(self, code: str) -> bool:
         return not any(code.startswith(selector) for selector in self.ignored)
 
+    def lint_item(self, item: Request | InputError) -> None:
+        """Lint one item read from the input (a line that could not be read is reported)."""
+        if isinstance(item, InputError):
+            self._parse_error(item)
+        else:
+            self.lint_request_or_report(item)
+
     def _parse_error(self, failure: InputError) -> None:
         if self.observer is not None:
             self.observer(failure, None)
@@ -635,7 +642,21 @@ class _Run:
                 total.reusable_tokens_if_fixed = total.reusable_tokens
             return
         started = time.perf_counter()
-        fixed_log = FixedLog(
+        writer = FixedWriter(self.write_fixed) if self.write_fixed is not None else None
+        try:
+            requests = (request for source in self.sources for request in source())
+            self.replay_fixed(self.fixed_log(), requests, writer)
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        if writer is not None:
+            writer.commit()
+        self.seconds["fixed"] = time.perf_counter() - started
+
+    def fixed_log(self, kind: type[FixedLog] = FixedLog) -> FixedLog:
+        """The fixed log of this pass's requests, replayed from its first request."""
+        return kind(
             self.plan,
             self.settings,
             self.costs.models,
@@ -644,27 +665,22 @@ class _Run:
             self.needed,
             self.holders,
         )
-        writer = FixedWriter(self.write_fixed) if self.write_fixed is not None else None
-        try:
-            requests = (request for source in self.sources for request in source())
-            for outcome in fixed_log.replay(requests, self.lost):
-                summary.prompt_tokens_if_fixed += len(outcome.fixed_tokens)
-                summary.reusable_tokens_if_fixed += outcome.fixed_reused
-                summary.requests_changed_if_fixed += outcome.fixed.changed
-                if self.request_groups is not None:
-                    self.request_groups.add_fixed(
-                        outcome.number, len(outcome.fixed_tokens), outcome.fixed_reused
-                    )
-                self._charge_fixed(outcome)
-                if writer is not None:
-                    writer.write(written_body(outcome.fixed))
-        except BaseException:
+
+    def replay_fixed(self, fixed_log: FixedLog, requests, writer: FixedWriter | None) -> None:
+        """Replay `requests` (linted, in order) in the fixed log, add up the fixed log's
+        figures and charge each fix what it saves."""
+        summary = self.summary
+        for outcome in fixed_log.replay(requests, self.lost):
+            summary.prompt_tokens_if_fixed += len(outcome.fixed_tokens)
+            summary.reusable_tokens_if_fixed += outcome.fixed_reused
+            summary.requests_changed_if_fixed += outcome.fixed.changed
+            if self.request_groups is not None:
+                self.request_groups.add_fixed(
+                    outcome.number, len(outcome.fixed_tokens), outcome.fixed_reused
+                )
+            self._charge_fixed(outcome)
             if writer is not None:
-                writer.abort()
-            raise
-        if writer is not None:
-            writer.commit()
-        self.seconds["fixed"] = time.perf_counter() - started
+                writer.write(written_body(outcome.fixed))
 
     def _charge_fixed(self, outcome) -> None:
         """Charge one request's saving in the fixed log to the fixes that changed it (or that
@@ -893,8 +909,5 @@ def _lint_values(values: list[object], options: LintOptions, source: str) -> Lin
 
     run.sources.append(lambda: (item for item in items() if isinstance(item, Request)))
     for item in items():
-        if isinstance(item, InputError):
-            run._parse_error(item)
-        else:
-            run.lint_request_or_report(item)
+        run.lint_item(item)
     return run.finish()
