@@ -142,7 +142,7 @@ REPLAY = ProcessPolicy(pause_gc=_simulates)
 
 
 def _register() -> None:
-    from pcache.cli import diff, generate, hash, lint, replay, report, serve, trace
+    from pcache.cli import diff, generate, hash, lint, replay, report, serve, trace, watch
 
     app.command("hash")(hash.hash_command)
     app.command("diff")(diff.diff_command)
@@ -151,6 +151,7 @@ def _register() -> None:
     app.command("generate")(generate.generate_command)
     app.command("serve")(serve.serve_command)
     app.command("report")(applied(report.report_command, BATCH))
+    app.command("watch")(watch.watch_command)
     app.add_typer(trace.trace_app, name="trace")
 
 
