@@ -8,6 +8,10 @@ by then: a fix first found in a later piece changes the later requests only. So 
 only grows, and each request is charged once; `pcache lint` of the whole file applies every fix
 to every request, and can charge a fix a little more where it was first seen.
 
+What the pass holds follows one window: the profile's longest cache lifetime, or `window_s`
+(`DEFAULT_WINDOW_S` for profiles without one: `pcache lint` keeps their cache unlimited). A
+prefix and a session no request used for that long (by the requests' timestamps) are forgotten.
+
 What lint does once at the end of a whole log is done per piece here:
 - what a fix costs in some request of the fixed log (block boundaries it moved) is taken off
   what the same rule's fixes saved in the same piece; the rest waits for later pieces
@@ -34,6 +38,9 @@ from pcache.rules.summary import RuleTotal
 
 KEEP_RECENT = 50
 """Latest findings kept to show."""
+DEFAULT_WINDOW_S = 3600.0
+"""How long a prefix unused is kept when the profile names no cache lifetime (a server's cache
+holds by capacity, not time; a watch must forget)."""
 KEEP_OPEN = 4096
 """Requests whose fixed form is kept for a later request of their session to repeat (the
 latest request of each of the most recently active sessions)."""
@@ -123,8 +130,19 @@ class FollowedTotals:
 class FollowedLint:
     """One lint pass, fed pieces of a log in order (`add`), its totals read between them."""
 
-    def __init__(self, options: LintOptions, config: LintConfig | None = None):
+    def __init__(
+        self,
+        options: LintOptions,
+        config: LintConfig | None = None,
+        window_s: float | None = None,
+    ):
         self.run = _Run(options, config or LintConfig(), None)
+        lifetime_ms = self.run.costs.lifetime_ms
+        if window_s is not None or lifetime_ms is None:
+            lifetime_ms = 1000.0 * (window_s or DEFAULT_WINDOW_S)
+            self.run.forget_after(lifetime_ms)
+        self.window_s = lifetime_ms / 1000.0
+        """How long a prefix or a session no request used is kept (with timestamps)."""
         self.fixed = self.run.fixed_log(FollowedLog)
         self.recent: deque[Diagnostic] = deque(maxlen=KEEP_RECENT)
         self.failing_earlier = 0
@@ -152,7 +170,28 @@ class FollowedLint:
                 del run.debts[code]
         run.check_findings.clear()  # their requests are replayed
         run.fixed_findings.clear()
+        self._forget_replayed()
         self._keep_recent()
+
+    def _forget_replayed(self) -> None:
+        """Drop what only the requests already replayed needed: their restores (and the fixes
+        made for them alone), where fixes first changed a request once the fix has its
+        finding or nothing can carry it any more, and the fixed sets of requests the fixed
+        log's cache can no longer return."""
+        run, fixed = self.run, self.fixed
+        plan = run.plan
+        dead = set()
+        for number in [number for number in plan.restores if number < fixed.number]:
+            dead.update(restore.fix for restore in plan.restores.pop(number))
+        if dead:
+            plan.fixes = [fix for fix in plan.fixes if fix not in dead]
+        carried = {fix for kept in fixed.kept.values() for fix in kept.fixes}
+        live = carried.union(plan.fixes)
+        for fix in [fix for fix in run.first_changes if fix.diagnostic or fix not in live]:
+            del run.first_changes[fix]
+        holders = fixed.index.live_holders()
+        fixed.changed_by = {n: fixes for n, fixes in fixed.changed_by.items() if n in holders}
+        fixed.sets = {fixes: fixes for fixes in fixed.changed_by.values()}
 
     def _keep_recent(self) -> None:
         run = self.run

@@ -263,6 +263,13 @@ class _Run:
         self.request_groups = Groups(options.group_by, config.apps) if options.group_by else None
         """Each request's group and each group's totals (`--group-by`)."""
 
+    def forget_after(self, lifetime_ms: float) -> None:
+        """Forget prefixes and close sessions no request used for `lifetime_ms` (in place of
+        the profile's longest lifetime; before the first request)."""
+        assert self.costs.num_settled == 0 and lifetime_ms > 0
+        self.costs.lifetime_ms = self.costs.index.lifetime_ms = lifetime_ms
+        self.tracker.lifetime_ms = lifetime_ms
+
     def _items(self, path: str):
         """The file's requests and errors (stdin is read once and kept for the second pass)."""
         if path != "-":
