@@ -406,3 +406,15 @@ def test_the_docs_watch_commands_run(tmp_path):
             wait_for(watch.url, lambda s: value(s, "pcache_requests_total") == 3)
         finally:
             assert watch.stop() == 0
+
+
+def test_the_window_forgets_what_no_request_used_for_that_long(tmp_path, cli):
+    """vllm names no cache lifetime: the watch forgets after an hour unless told otherwise."""
+    lines = [json.loads(request_line(0)), json.loads(request_line(0))]
+    lines[1]["timestamp"] += 2 * 3_600_000  # the same request two hours later
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    forgot = json.loads(cli("watch", log, "--once", "-f", "json", "--exit-zero").stdout)
+    kept = cli("watch", log, "--once", "-f", "json", "--exit-zero", "--window", "7201")
+    assert (forgot["window"], forgot["reusable_tokens"]) == (3600.0, 0)
+    assert json.loads(kept.stdout)["reusable_tokens"] > 0

@@ -46,6 +46,15 @@ def watch_command(
     port: Annotated[
         int, typer.Option("--port", help="Port of /metrics and the live page (0: any free one).")
     ] = DEFAULT_PORT,
+    window: Annotated[
+        float | None,
+        typer.Option(
+            "--window",
+            metavar="SECONDS",
+            help="Forget prefixes and sessions unused for this long (default: the profile's"
+            " longest cache lifetime; 3600 for profiles without one).",
+        ),
+    ] = None,
     select: Annotated[
         list[str] | None,
         typer.Option("--select", help="Rule codes or prefixes to enable (replaces config)."),
@@ -85,6 +94,8 @@ def watch_command(
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {format!r}")
     if not 0 < interval <= 3600:
         raise UsageError(f"--interval must be more than 0 and at most 3600 seconds, got {interval}")
+    if window is not None and not 0 < window <= 10 * 365 * 86400:
+        raise UsageError(f"--window must be more than 0 seconds, got {window}")
     if not 0 <= port <= 65535:
         raise UsageError(f"--port must be in [0, 65535], got {port}")
     if profile is not None and profile not in PROFILE_NAMES:
@@ -104,7 +115,7 @@ def watch_command(
         function="watch",
     )
     with redacting(redact):
-        watcher = Watcher(log, options, settings, interval)
+        watcher = Watcher(log, options, settings, interval, window)
         if once:
             if not watcher.exists:
                 raise InputError(log, "no such file or directory")

@@ -65,6 +65,11 @@ def render(status: WatchStatus) -> str:
         "block_size": str(totals.block_size),
     }
     gauge("watch_info", "The watched log and the cache that prices its findings.", [(info, 1)])
+    gauge(
+        "window_seconds",
+        "How long a prefix or a session no request used is kept.",
+        one(status.window),
+    )
     counter("requests", "Requests linted.", one(totals.requests))
     counter("sessions", "Conversations started.", one(totals.sessions))
     counter("prompt_tokens", "Prompt tokens of the requests linted.", one(totals.prompt_tokens))

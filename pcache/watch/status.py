@@ -20,6 +20,8 @@ class WatchStatus:
     """When the last poll ended (seconds since the epoch)."""
     started: float = 0.0
     interval: float = 0.0
+    window: float = 0.0
+    """Seconds a prefix or a session no request used is kept."""
     group_labels: dict[str, str] = field(default_factory=dict)
     """Each `--group-by` key's Prometheus label name."""
 
@@ -32,6 +34,7 @@ class WatchStatus:
             "last_poll": self.last_poll,
             "started": self.started,
             "interval": self.interval,
+            "window": self.window,
             "follow": {
                 "files": self.follow.files,
                 "lines_read": self.follow.lines_read,

@@ -45,10 +45,11 @@ class Watcher:
         options: LintOptions,
         config: LintConfig | None = None,
         interval: float = 2.0,
+        window_s: float | None = None,
     ):
         self.log = log
         self.follower = Follower(log)
-        self.lint = FollowedLint(options, config)
+        self.lint = FollowedLint(options, config, window_s)
         self.expander = DocumentExpander()
         self.interval = interval
         self.started = time.time()
@@ -59,6 +60,7 @@ class Watcher:
             self.lint.totals(),
             started=self.started,
             interval=interval,
+            window=self.lint.window_s,
             group_labels=labels,
         )
 
