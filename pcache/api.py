@@ -145,18 +145,11 @@ def lint(
     (`pcache.cache.prices`; the summary's `money`).
     """
     from dataclasses import replace
-    from pathlib import Path
 
     from pcache import api_arguments as check
-    from pcache.cache.prices import PriceBook
-    from pcache.defaults import DEFAULT_EXECUTOR, PROFILE_NAMES
-    from pcache.pipeline import Settings
+    from pcache.defaults import PROFILE_NAMES
     from pcache.prompt.reading.held import is_path, values_from
-    from pcache.rules import RULES
-    from pcache.rules.config import find_config, load_config
-    from pcache.rules.groups import check_keys
-    from pcache.rules.runner import LintOptions, lint_paths, lint_values
-    from pcache.rules.selection import SelectionInput, resolve
+    from pcache.rules.runner import lint_paths, lint_values
 
     items = check.requests("lint", "requests_or_paths", requests_or_paths)
     items = items if isinstance(items, list) else [items]
@@ -189,13 +182,77 @@ def lint(
         raise check.ArgumentValueError(
             "lint", argument, f"{argument} applies to files, not to requests in memory"
         )
+    options, settings = lint_options(
+        select=select,
+        extend_select=extend_select,
+        ignore=ignore,
+        profile=profile,
+        tokenizer=tokenizer,
+        block_size=block_size,
+        date=date,
+        config=config,
+        redact=redact,
+        group_by=group_by,
+        jobs=jobs,
+        executor=executor,
+        ray_address=ray_address,
+        column=column,
+        fix=fix,
+        write_fixed=write_fixed,
+        price=price,
+    )
+    with check.named_as("lint", ("since", "fix", "column")):
+        if not paths:
+            return lint_values(values_from(items), options, source="requests")
+        report = lint_paths(paths, options, settings, progress)
+        if since is not None:
+            report = _only_new(report, paths, since, replace(options, fix=False), settings)
+        return report
+
+
+def lint_options(
+    *,
+    select: list[str] | None = None,
+    extend_select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    profile: str | None = None,
+    tokenizer: str | None = None,
+    block_size: int | None = None,
+    date: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+    redact: bool = False,
+    group_by: list[str] | None = None,
+    jobs: int | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    column: str | None = None,
+    fix: bool = False,
+    write_fixed: str | os.PathLike[str] | None = None,
+    price: str | None = None,
+    function: str = "lint",
+) -> tuple[Any, Any]:
+    """The options `lint` runs with, and the `[tool.pcache]` settings they were read with
+    (`config`, else the nearest pyproject.toml): for the commands that lint as lint does
+    (`watch`). The arguments are `lint`'s, already checked."""
+    from pathlib import Path
+
+    from pcache import api_arguments as check
+    from pcache.cache.prices import PriceBook
+    from pcache.defaults import DEFAULT_EXECUTOR
+    from pcache.pipeline import Settings
+    from pcache.rules import RULES
+    from pcache.rules.config import find_config, load_config
+    from pcache.rules.groups import check_keys
+    from pcache.rules.runner import LintOptions
+    from pcache.rules.selection import SelectionInput, resolve
+
     config_path = Path(config) if config else find_config(Path.cwd())
     settings = load_config(config_path)
     named = (
         *("select", "extend_select", "ignore", "date", "profile", "ray_address", "group_by"),
         "price",
     )
-    with check.named_as("lint", named):
+    with check.named_as(function, named):
         keys = check_keys(group_by or [], settings.apps)
         PriceBook(settings.prices, price)  # a price named is one pcache knows
         selection = resolve(
@@ -225,13 +282,7 @@ def lint(
             price=price,
             prices=tuple(settings.prices.values()),
         )
-    with check.named_as("lint", ("since", "fix", "column")):
-        if not paths:
-            return lint_values(values_from(items), options, source="requests")
-        report = lint_paths(paths, options, settings, progress)
-        if since is not None:
-            report = _only_new(report, paths, since, replace(options, fix=False), settings)
-        return report
+    return options, settings
 
 
 def _only_new(report: LintReport, paths: list[str], since: str, options: Any, settings: Any):

@@ -204,6 +204,10 @@ COMMANDS = {
         "Write one HTML page (everything inline, opens offline) of what breaks the cache.",
         policy=BATCH,
     ),
+    "watch": Registered(
+        "pcache.cli.watch:watch_command",
+        "Lint a growing log as it grows: /metrics for Prometheus, a live page, --once for cron.",
+    ),
     "trace": Registered("pcache.cli.trace:trace_app", "Work with replay traces."),
 }
 """The commands, in the order `pcache --help` lists them; each module is imported only when

@@ -377,14 +377,16 @@ class FixedLog:
         self.changed_by: dict[int, tuple[Fix, ...]] = {}
         """The fixes that changed each changed request (one tuple per distinct set)."""
         self.sets: dict[tuple[Fix, ...], tuple[Fix, ...]] = {}
+        self.number = 0
+        """The next request's number (a log replayed in pieces goes on from the last)."""
 
     def replay(self, requests: Iterator[Request], lost: list[int]) -> Iterator[Outcome]:
         from pcache.cache.reuse import reusable
         from pcache.errors import InputError
         from pcache.rules.context import RequestContext
 
-        number = 0
         for request in requests:
+            number = self.number
             context = RequestContext(request, self.settings)
             try:
                 tokens = context.token_ids
@@ -412,8 +414,8 @@ class FixedLog:
                 fixes = tuple(dict.fromkeys([*fixed.direct, *fixed.carried]))
                 self.changed_by[number] = self.sets.setdefault(fixes, fixes)
             self._keep(number, kept, previous)
+            self.number += 1
             yield Outcome(number, fixed, context, tokens, fixed_tokens, reused, saving, holder)
-            number += 1
 
     def _keep(self, number: int, kept: Kept, previous: int) -> None:
         for used in {previous, *(r.partner for r in self.plan.restores.get(number, ()))}:

@@ -274,6 +274,13 @@ class _Run:
         """The same totals by group and price family: what money is made of."""
         self.groupings = [g for g in (self.request_groups, self.priced) if g is not None]
 
+    def forget_after(self, lifetime_ms: float) -> None:
+        """Forget prefixes and close sessions no request used for `lifetime_ms` (in place of
+        the profile's longest lifetime; before the first request)."""
+        assert self.costs.num_settled == 0 and lifetime_ms > 0
+        self.costs.lifetime_ms = self.costs.index.lifetime_ms = lifetime_ms
+        self.tracker.lifetime_ms = lifetime_ms
+
     def _items(self, path: str):
         """The file's requests and errors (stdin is read once and kept for the second pass)."""
         if path != "-":
@@ -378,6 +385,13 @@ class _Run:
 
     def _keep(self, code: str) -> bool:
         return not any(code.startswith(selector) for selector in self.ignored)
+
+    def lint_item(self, item: Request | InputError) -> None:
+        """Lint one item read from the input (a line that could not be read is reported)."""
+        if isinstance(item, InputError):
+            self._parse_error(item)
+        else:
+            self.lint_request_or_report(item)
 
     def _parse_error(self, failure: InputError) -> None:
         if self.observer is not None:
@@ -649,7 +663,21 @@ class _Run:
                 total.reusable_tokens_if_fixed = total.reusable_tokens
             return
         started = time.perf_counter()
-        fixed_log = FixedLog(
+        writer = FixedWriter(self.write_fixed) if self.write_fixed is not None else None
+        try:
+            requests = (request for source in self.sources for request in source())
+            self.replay_fixed(self.fixed_log(), requests, writer)
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        if writer is not None:
+            writer.commit()
+        self.seconds["fixed"] = time.perf_counter() - started
+
+    def fixed_log(self, kind: type[FixedLog] = FixedLog) -> FixedLog:
+        """The fixed log of this pass's requests, replayed from its first request."""
+        return kind(
             self.plan,
             self.settings,
             self.costs.models,
@@ -658,27 +686,20 @@ class _Run:
             self.needed,
             self.holders,
         )
-        writer = FixedWriter(self.write_fixed) if self.write_fixed is not None else None
-        try:
-            requests = (request for source in self.sources for request in source())
-            for outcome in fixed_log.replay(requests, self.lost):
-                summary.prompt_tokens_if_fixed += len(outcome.fixed_tokens)
-                summary.reusable_tokens_if_fixed += outcome.fixed_reused
-                summary.requests_changed_if_fixed += outcome.fixed.changed
-                for groups in self.groupings:
-                    groups.add_fixed(
-                        outcome.number, len(outcome.fixed_tokens), outcome.fixed_reused
-                    )
-                self._charge_fixed(outcome)
-                if writer is not None:
-                    writer.write(written_body(outcome.fixed))
-        except BaseException:
+
+    def replay_fixed(self, fixed_log: FixedLog, requests, writer: FixedWriter | None) -> None:
+        """Replay `requests` (linted, in order) in the fixed log, add up the fixed log's
+        figures and charge each fix what it saves."""
+        summary = self.summary
+        for outcome in fixed_log.replay(requests, self.lost):
+            summary.prompt_tokens_if_fixed += len(outcome.fixed_tokens)
+            summary.reusable_tokens_if_fixed += outcome.fixed_reused
+            summary.requests_changed_if_fixed += outcome.fixed.changed
+            for groups in self.groupings:
+                groups.add_fixed(outcome.number, len(outcome.fixed_tokens), outcome.fixed_reused)
+            self._charge_fixed(outcome)
             if writer is not None:
-                writer.abort()
-            raise
-        if writer is not None:
-            writer.commit()
-        self.seconds["fixed"] = time.perf_counter() - started
+                writer.write(written_body(outcome.fixed))
 
     def _charge_fixed(self, outcome) -> None:
         """Charge one request's saving in the fixed log to the fixes that changed it (or that
@@ -924,8 +945,5 @@ def _lint_values(values: list[object], options: LintOptions, source: str) -> Lin
 
     run.sources.append(lambda: (item for item in items() if isinstance(item, Request)))
     for item in items():
-        if isinstance(item, InputError):
-            run._parse_error(item)
-        else:
-            run.lint_request_or_report(item)
+        run.lint_item(item)
     return run.finish()

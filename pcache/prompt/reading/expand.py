@@ -35,20 +35,31 @@ def model_spans(value: dict[str, Any]) -> Iterator[tuple[str, Any]]:
                     yield f"{OTLP_KEY}[{r}].scopeSpans[{s}].spans[{n}]", span
 
 
-def expand_documents(documents: Iterator[Any]) -> Iterator[Any]:
-    """Documents (and the InputErrors among them) as requests see them."""
-    chains = ResponseChains()
-    for document in documents:
+class DocumentExpander:
+    """`expand_documents` one document at a time, for a log read in pieces (`pcache watch`):
+    the Responses chains of the log so far are kept between calls."""
+
+    def __init__(self) -> None:
+        self.chains = ResponseChains()
+
+    def expand(self, document: Any) -> Iterator[Any]:
         value = getattr(document, "value", None)
         if type(value) is dict:
             if OTLP_KEY in value:
                 for path, span in model_spans(value):
                     yield replace(document, value=span, path=path)
-                continue
-            prepared = chains.prepare(value)
+                return
+            prepared = self.chains.prepare(value)
             if prepared is not value:
                 document = replace(document, value=prepared)
         yield document
+
+
+def expand_documents(documents: Iterator[Any]) -> Iterator[Any]:
+    """Documents (and the InputErrors among them) as requests see them."""
+    expander = DocumentExpander()
+    for document in documents:
+        yield from expander.expand(document)
 
 
 def expand_values(entries: Iterator[Any]) -> Iterator[Any]:
