@@ -8,6 +8,7 @@ value (chained `bytes`, or the integer ids of hash-id traces).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import takewhile
 
 from pcache.cache.kv_block import BlockHash, KVCacheBlock
 
@@ -43,6 +44,11 @@ class BlockHashToBlockMap:
                 break
             add(entry if type(entry) is not dict else _first(entry))
         return hits
+
+    def num_leading_hits(self, block_hashes: Iterable[BlockHash]) -> int:
+        """How many leading hashes are found, stopping at the first miss (`leading_hits`'
+        length, without the blocks)."""
+        return len(list(takewhile(self._cache.__contains__, block_hashes)))
 
     def insert(self, key: BlockHash, block: KVCacheBlock) -> None:
         """Map `key` to `block`, beside any block that holds it already."""
