@@ -111,11 +111,14 @@ class TenantTree:
         if self.tenant_chars[tenant] <= max_chars:
             return
         heap: list[tuple[float, int, Node]] = []
-        stack = [self.root]
-        while stack:
+        root = self.root
+        stack = [root]
+        while stack:  # the tenant's leaves: its nodes none of whose children it is on
             node = stack.pop()
-            stack.extend(child for child in node.children.values() if tenant in child.tenants)
-            if node is not self.root and self._is_leaf_of(node, tenant):
+            held = [child for child in node.children.values() if tenant in child.tenants]
+            if held:
+                stack.extend(held)
+            elif node is not root:
                 heap.append((node.tenants[tenant], id(node), node))
         heapq.heapify(heap)
         while heap and self.tenant_chars[tenant] > max_chars:
