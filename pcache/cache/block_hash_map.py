@@ -8,7 +8,6 @@ value (chained `bytes`, or the integer ids of hash-id traces).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import takewhile
 
 from pcache.cache.kv_block import BlockHash, KVCacheBlock
 
@@ -48,13 +47,29 @@ class BlockHashToBlockMap:
     def num_leading_hits(self, block_hashes: Iterable[BlockHash]) -> int:
         """How many leading hashes are found, stopping at the first miss (`leading_hits`'
         length, without the blocks)."""
-        return len(list(takewhile(self._cache.__contains__, block_hashes)))
+        cache, count = self._cache, 0
+        for key in block_hashes:
+            if key not in cache:
+                break
+            count += 1
+        return count
 
     def insert(self, key: BlockHash, block: KVCacheBlock) -> None:
         """Map `key` to `block`, beside any block that holds it already."""
         entry = self._cache.setdefault(key, block)
         if entry is not block:
             self._add_holder(key, entry, block)
+
+    def cache(self, blocks: Iterable[KVCacheBlock], keys: Iterable[BlockHash | None]) -> None:
+        """Give each block, none of which holds a hash, its key from `keys` (pairwise; None:
+        no key) and map it there: `rekey` without the evictions."""
+        setdefault = self._cache.setdefault
+        for block, key in zip(blocks, keys, strict=False):
+            if key is not None:
+                block._block_hash = key
+                entry = setdefault(key, block)
+                if entry is not block:  # another block holds this key too
+                    self._add_holder(key, entry, block)
 
     def rekey(
         self,

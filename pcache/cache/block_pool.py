@@ -144,7 +144,7 @@ class BlockPool:
     def cache_blocks(self, blocks: Sequence[KVCacheBlock], keys: Sequence[BlockHash]) -> None:
         """Give each block (none cached yet) its key and map it there."""
         assert _unhashed(blocks), "a block already has a hash"
-        self.rekey(blocks, keys)
+        self.cached_block_hash_to_block.cache(blocks, keys)  # (nothing to evict)
 
     def evict(self, blocks: Iterable[KVCacheBlock]) -> int:
         """Drop the hash entry of each block that holds one (they stay where they are);
