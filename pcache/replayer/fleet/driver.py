@@ -182,6 +182,7 @@ def _simulate_fleet(
     timed = options.concurrency == "timed"
     running: list[list] = [[] for _ in range(num_replicas)]
     prefilling: list[list] = [[] for _ in range(num_replicas)]  # deferred blocks per replica
+    due: list[float] = []  # the times of both, every replica's: when some may be due
     slots = [PrefillSlots(options.prefill_slots) for _ in range(num_replicas)]
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
@@ -191,7 +192,9 @@ def _simulate_fleet(
     query_tokens = hit_tokens = hit_requests = 0
     for position, record in enumerate(trace.records):
         now = start = record.timestamp_ms
-        if timed:  # the prefills that ended, then the requests that finished, by now
+        if timed and due and due[0] <= now:  # prefills that ended, requests that finished
+            while due and due[0] <= now:
+                heapq.heappop(due)
             for replica, heap in enumerate(running):
                 ending = prefilling[replica]
                 if ending and ending[0][0] <= now:
@@ -234,9 +237,11 @@ def _simulate_fleet(
             finish = start + prefill + record.output_length * decode_ms_per_token
             blocks = cdiv(num_tokens, block_size)
             heapq.heappush(running[chosen], (finish, position, admission, blocks))
+            heapq.heappush(due, finish)
             slots[chosen].occupy(start + prefill)
             if admission.unpublished is not None:
                 heapq.heappush(prefilling[chosen], (start + prefill, position, admission))
+                heapq.heappush(due, start + prefill)
             state.in_flight[chosen] = len(running[chosen])
             state.active_blocks[chosen] += blocks
         state.routed[chosen] += 1
