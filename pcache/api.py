@@ -331,9 +331,7 @@ def replay(
     from pcache import api_arguments as check
     from pcache.prompt.reading.held import is_path, values_from
     from pcache.replayer.options import ReplayOptions
-    from pcache.replayer.redaction import redact_result
     from pcache.replayer.run import replay_options, run_replay
-    from pcache.text.redaction import redacting
 
     trace = check.requests("replay", "trace", trace)
     if options is not None and not isinstance(options, ReplayOptions):
@@ -351,8 +349,13 @@ def replay(
         with check.named_as("replay", given):
             options = replay_options(mode, options, **given)
     source = os.fspath(trace) if is_path(trace) else tuple(values_from(trace))
-    with check.named_as("replay", check.replay_fields()), redacting(redact):
+    if not redact:  # (the redaction modules compile their patterns when imported)
+        with check.named_as("replay", check.replay_fields()):
+            return run_replay(source, options, progress=progress)
+    from pcache.replayer.redaction import redact_result
+    from pcache.text.redaction import redacting
+
+    with check.named_as("replay", check.replay_fields()), redacting():
         result = run_replay(source, options, progress=progress)
-        if redact:
-            redact_result(result)
+        redact_result(result)
         return result

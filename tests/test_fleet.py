@@ -201,6 +201,61 @@ def test_tenant_tree_counts_and_eviction_keep_their_invariants(texts, limit):
         assert tree.tenant_chars[tenant] <= limit
 
 
+def walked_evict(tree: TenantTree, tenant: int, max_chars: int) -> None:
+    """SGLang's eviction as `tree.rs` runs it: walk the tree for the tenant's leaves, then
+    drop the least recently used until the tenant is within `max_chars`."""
+    heap = []
+    stack = [tree.root]
+    while stack:
+        node = stack.pop()
+        held = [child for child in node.children.values() if tenant in child.tenants]
+        stack.extend(held)
+        if not held and node is not tree.root:
+            heap.append((node.tenants[tenant], node))
+    heap.sort(key=lambda entry: entry[0])
+    while heap and tree.tenant_chars[tenant] > max_chars:
+        _, node = heap.pop(0)
+        del node.tenants[tenant]
+        tree.tenant_chars[tenant] -= node.chars
+        parent = node.parent
+        if not node.tenants and not node.children:
+            del parent.children[node.key[0]]
+        if parent is not tree.root and not any(
+            tenant in child.tenants for child in parent.children.values()
+        ):
+            heap.append((parent.tenants[tenant], parent))
+            heap.sort(key=lambda entry: entry[0])
+    tree.leaves[tenant] = {node for node in tree.leaves[tenant] if tenant in node.tenants}
+
+
+def tree_contents(tree: TenantTree) -> list:
+    """Every node as (its path from the root, its tenants and their times), sorted."""
+    found, stack = [], [((), tree.root)]
+    while stack:
+        path, node = stack.pop()
+        found.append((path, sorted(node.tenants.items())))
+        stack.extend((path + tuple(child.key), child) for child in node.children.values())
+    return sorted(found)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    texts=st.lists(st.text("abc", min_size=1, max_size=12), min_size=1, max_size=30),
+    limits=st.lists(st.integers(0, 30), min_size=3, max_size=3),
+)
+def test_eviction_from_the_kept_leaves_drops_what_walking_the_tree_drops(texts, limits):
+    trees = TenantTree(3), TenantTree(3)
+    for step, text in enumerate(texts):  # one time per insert: no two leaves share one
+        for tree in trees:
+            tree.insert(text, None, step % 3, float(step))
+    for tenant, limit in enumerate(limits):
+        trees[0].evict(tenant, limit)
+        walked_evict(trees[1], tenant, limit)
+        assert trees[0].tenant_chars == trees[1].tenant_chars
+        assert tree_contents(trees[0]) == tree_contents(trees[1])
+    trees[0].check_integrity()
+
+
 def test_least_load_spreads_only_when_requests_overlap():
     trace = chained_trace([[n] for n in range(12)], [0] * 12, [0] * 12, [400] * 12)
     serial = simulate_fleet(trace, SimulationOptions(), 3, "least-load").fleet

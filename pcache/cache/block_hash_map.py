@@ -44,11 +44,32 @@ class BlockHashToBlockMap:
             add(entry if type(entry) is not dict else _first(entry))
         return hits
 
+    def num_leading_hits(self, block_hashes: Iterable[BlockHash]) -> int:
+        """How many leading hashes are found, stopping at the first miss (`leading_hits`'
+        length, without the blocks)."""
+        cache, count = self._cache, 0
+        for key in block_hashes:
+            if key not in cache:
+                break
+            count += 1
+        return count
+
     def insert(self, key: BlockHash, block: KVCacheBlock) -> None:
         """Map `key` to `block`, beside any block that holds it already."""
         entry = self._cache.setdefault(key, block)
         if entry is not block:
             self._add_holder(key, entry, block)
+
+    def cache(self, blocks: Iterable[KVCacheBlock], keys: Iterable[BlockHash | None]) -> None:
+        """Give each block, none of which holds a hash, its key from `keys` (pairwise; None:
+        no key) and map it there: `rekey` without the evictions."""
+        setdefault = self._cache.setdefault
+        for block, key in zip(blocks, keys, strict=False):
+            if key is not None:
+                block._block_hash = key
+                entry = setdefault(key, block)
+                if entry is not block:  # another block holds this key too
+                    self._add_holder(key, entry, block)
 
     def rekey(
         self,

@@ -6,7 +6,9 @@ cache. Its parts, one module each: `KVCacheBlock` (`kv_block`), `FreeKVCacheBloc
 path (`serial_replay`). Public API (stable):
 
 - `BlockPool(num_blocks, enable_caching=True)`: block 0 is the null block (never cached,
-  never freed), so the usable capacity is `num_blocks - 1`. `get_new_blocks(n)` pops from the
+  never freed), so the usable capacity is `num_blocks - 1`. A block is built when the free
+  queue first hands it out (`blocks` builds the rest), so a pool far bigger than what it
+  serves costs what it uses. `get_new_blocks(n)` pops from the
   head of the free queue and drops the popped block's hash entry (lazy eviction);
   `touch(blocks)` takes hit blocks out of the free queue and adds a reference;
   `free_blocks(blocks)` (pass them tail first) returns unhashed blocks to the head and hashed
@@ -33,6 +35,26 @@ from pcache.cache.block_hash_map import BlockHashToBlockMap, group_key
 from pcache.cache.free_block_queue import FreeKVCacheBlockQueue
 from pcache.cache.kv_block import BlockHash, KVCacheBlock
 
+# The two checks below are loops, not any()/all() over a generator: on the replay's hot path
+# a loop runs in half the time.
+
+
+def _unhashed(blocks: Iterable[KVCacheBlock]) -> bool:
+    """No block holds a hash."""
+    for block in blocks:  # noqa: SIM110
+        if block._block_hash is not None:
+            return False
+    return True
+
+
+def _holds_null(blocks: Iterable[KVCacheBlock]) -> bool:
+    """Some block is the null block."""
+    for block in blocks:  # noqa: SIM110
+        if block.is_null:
+            return True
+    return False
+
+
 __all__ = [
     "BlockHash",
     "BlockHashToBlockMap",
@@ -52,8 +74,8 @@ class BlockPool:
         assert num_blocks >= 1, "a pool needs at least the null block"
         self.num_gpu_blocks = num_blocks
         self.enable_caching = enable_caching
-        self.blocks = [KVCacheBlock(i) for i in range(num_blocks)]
-        self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        self._blocks: list[KVCacheBlock] = []  # built so far, in id order
+        self.free_block_queue = FreeKVCacheBlockQueue((), num_blocks, self._blocks)
         self.cached_block_hash_to_block = BlockHashToBlockMap()
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
@@ -63,6 +85,12 @@ class BlockPool:
         self.max_block_id_used = 0
         self.enable_kv_cache_events = enable_kv_cache_events
         self.kv_event_queue: list[tuple] = []
+
+    @property
+    def blocks(self) -> list[KVCacheBlock]:
+        """Every block, by id (those the pool has not used yet are built now)."""
+        self.free_block_queue.build()
+        return self._blocks
 
     # -- lookup -------------------------------------------------------------------------------
 
@@ -100,7 +128,7 @@ class BlockPool:
         keys = block_hashes[num_cached_blocks:num_full_blocks]
         if kv_cache_group_id:
             keys = [group_key(key, kv_cache_group_id) for key in keys]
-        if any(block.is_null for block in full):
+        if _holds_null(full):
             kept = [
                 (block, key) for block, key in zip(full, keys, strict=True) if not block.is_null
             ]
@@ -115,8 +143,8 @@ class BlockPool:
 
     def cache_blocks(self, blocks: Sequence[KVCacheBlock], keys: Sequence[BlockHash]) -> None:
         """Give each block (none cached yet) its key and map it there."""
-        assert all(block.block_hash is None for block in blocks), "a block already has a hash"
-        self.rekey(blocks, keys)
+        assert _unhashed(blocks), "a block already has a hash"
+        self.cached_block_hash_to_block.cache(blocks, keys)  # (nothing to evict)
 
     def evict(self, blocks: Iterable[KVCacheBlock]) -> int:
         """Drop the hash entry of each block that holds one (they stay where they are);
@@ -149,7 +177,12 @@ class BlockPool:
                     peak = block.block_id
             self.max_block_id_used = peak
         if self.enable_caching:
-            self.rekey(blocks, repeat(None) if keys is None else keys)
+            if keys is not None:
+                self.rekey(blocks, keys)
+            elif not _unhashed(blocks):  # only the blocks holding a hash have one to evict
+                self.rekey(
+                    [block for block in blocks if block._block_hash is not None], repeat(None)
+                )
         else:
             assert keys is None, "caching is off"
 
@@ -169,9 +202,10 @@ class BlockPool:
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """A cache hit: take free blocks out of the queue and add one reference to each."""
         leaving = []
+        leave = leaving.append
         for block in blocks:
             if block.ref_cnt == 0 and not block.is_null:
-                leaving.append(block)
+                leave(block)
             block.ref_cnt += 1
         self.free_block_queue.remove_n(leaving)
 
@@ -183,6 +217,7 @@ class BlockPool:
         """
         caching = self.enable_caching
         to_head, to_tail = [], []
+        head, tail = to_head.append, to_tail.append
         for block in ordered_blocks:
             if block.is_null:
                 continue
@@ -191,9 +226,9 @@ class BlockPool:
             block.ref_cnt = ref_cnt
             if ref_cnt == 0:
                 if block._block_hash is None or not caching:
-                    to_head.append(block)
+                    head(block)
                 else:
-                    to_tail.append(block)
+                    tail(block)
         self.free_block_queue.append_n(to_tail)
         self.free_block_queue.prepend_n(to_head)
 
@@ -211,7 +246,7 @@ class BlockPool:
         if not self.is_idle():
             return False
         self.cached_block_hash_to_block = BlockHashToBlockMap()
-        for block in self.blocks:
+        for block in self._blocks:  # an unbuilt block has no hash
             block.reset_hash()
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(("AllBlocksCleared",))

@@ -13,8 +13,10 @@ latencies, cached tokens and metrics, with `vllm bench serve`'s key names) as `e
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from itertools import accumulate
 from typing import Any
 
 from pcache.replayer.calibration_used import CalibrationUsed
@@ -202,15 +204,11 @@ def distribution(counts: Mapping[float, int]) -> dict[str, float]:
     total = sum(counts.values())
     mean = math.fsum(value * count for value, count in ordered) / total if total else 0.0
     summary = {"mean": round(mean, 3)}
+    seen = list(accumulate(count for _, count in ordered))  # requests up to each value
     for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         rank = min(max(int(-(-fraction * total // 1)), 1), total)  # as ttft.percentile
-        chosen, seen = 0.0, 0
-        for value, count in ordered:
-            seen += count
-            if seen >= rank:
-                chosen = value
-                break
-        summary[name] = round(chosen, 3)
+        index = bisect_left(seen, rank)  # the first value with `rank` requests up to it
+        summary[name] = round(ordered[index][0] if index < len(ordered) else 0.0, 3)
     return summary
 
 

@@ -26,7 +26,6 @@ from pcache.replayer.report import MODES, ReplayReport
 from pcache.replayer.simulate.driver import MAX_CACHE_BLOCKS, SimulationOptions, simulate
 from pcache.replayer.simulate.options import SimulateOptions
 from pcache.replayer.simulate.stream import simulate_file, streams
-from pcache.replayer.simulate.sweep import capacity_sweep
 
 Progress = Callable[[int], None] | None
 Source = str | tuple[Any, ...]
@@ -137,6 +136,8 @@ def _run_simulation(trace: Source, options: SimulateOptions, progress: Progress)
         sweep = options.fleet.is_grid
         return ReplayResult(reports, sweep, shape.name, loaded.skipped, loaded.reordered)
     if options.capacity_sweep:
+        from pcache.replayer.simulate.sweep import capacity_sweep  # numpy: only for sweeps
+
         reports = capacity_sweep(loaded, simulation, options.sweep_points).reports
     else:
         reports = [simulate(loaded, simulation, progress, keep_requests=options.keep_requests)]

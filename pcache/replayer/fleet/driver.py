@@ -114,12 +114,20 @@ class _Probe:
         self.radix = isinstance(pools[0], RadixPolicy)
 
     def cached_tokens(self, record: TraceRecord, now: float) -> list[int]:
+        pools = self.pools
         if self.radix:
-            return [pool.peek(record, now) for pool in self.pools]
-        keys = self.pools[0].lookup_keys(record)  # hashed once for every pool
+            return [pool.peek(record, now) for pool in pools]
+        hash_ids = record.hash_ids
+        if hash_ids is not None:  # `VllmPolicy.peek` of each pool, its index probed in C
+            size, length = pools[0].block_size, record.input_length
+            return [
+                min(pool.pool.cached_block_hash_to_block.num_leading_hits(hash_ids) * size, length)
+                for pool in pools
+            ]
+        keys = pools[0].lookup_keys(record)  # hashed once for every pool
         if keys is None:
-            return [0] * len(self.pools)
-        return [pool.peek(record, now, keys) for pool in self.pools]
+            return [0] * len(pools)
+        return [pool.peek(record, now, keys) for pool in pools]
 
 
 def serve_serial(pool, record: TraceRecord, now: float, block_size: int) -> tuple[int, int]:
@@ -174,6 +182,7 @@ def _simulate_fleet(
     timed = options.concurrency == "timed"
     running: list[list] = [[] for _ in range(num_replicas)]
     prefilling: list[list] = [[] for _ in range(num_replicas)]  # deferred blocks per replica
+    due: list[float] = []  # the times of both, every replica's: when some may be due
     slots = [PrefillSlots(options.prefill_slots) for _ in range(num_replicas)]
     model = options.ttft
     overhead, per_token, per_pair = model.overhead_ms, model.ms_per_token, model.ms_per_pair
@@ -183,11 +192,16 @@ def _simulate_fleet(
     query_tokens = hit_tokens = hit_requests = 0
     for position, record in enumerate(trace.records):
         now = start = record.timestamp_ms
-        if timed:
+        if timed and due and due[0] <= now:  # prefills that ended, requests that finished
+            while due and due[0] <= now:
+                heapq.heappop(due)
             for replica, heap in enumerate(running):
-                publish_prefilled(prefilling[replica], now)
-                state.active_blocks[replica] -= release_finished(pools[replica], heap, now)
-                state.in_flight[replica] = len(heap)
+                ending = prefilling[replica]
+                if ending and ending[0][0] <= now:
+                    publish_prefilled(ending, now)
+                if heap and heap[0][0] <= now:
+                    state.active_blocks[replica] -= release_finished(pools[replica], heap, now)
+                    state.in_flight[replica] = len(heap)
         cached_by_replica = probe.cached_tokens(record, now)
         units, unit_chars, text_chars = text_view(record, trace.block_size, chars_per_token)
         request = RoutedRequest(record, units, unit_chars, text_chars, cached_by_replica, now)
@@ -223,9 +237,11 @@ def _simulate_fleet(
             finish = start + prefill + record.output_length * decode_ms_per_token
             blocks = cdiv(num_tokens, block_size)
             heapq.heappush(running[chosen], (finish, position, admission, blocks))
+            heapq.heappush(due, finish)
             slots[chosen].occupy(start + prefill)
             if admission.unpublished is not None:
                 heapq.heappush(prefilling[chosen], (start + prefill, position, admission))
+                heapq.heappush(due, start + prefill)
             state.in_flight[chosen] = len(running[chosen])
             state.active_blocks[chosen] += blocks
         state.routed[chosen] += 1

@@ -235,7 +235,7 @@ class VllmPolicy:
             keys = self.lookup_keys(record)
             if keys is None:
                 return 0
-        hits = len(self.pool.cached_block_hash_to_block.leading_hits(keys)) * self.block_size
+        hits = self.pool.cached_block_hash_to_block.num_leading_hits(keys) * self.block_size
         return hits if record.hash_ids is None else min(hits, record.input_length)
 
     def admit(self, record: TraceRecord, now: float) -> Admission | None:

@@ -3,8 +3,10 @@
 Keys are strings (one node edge per run of characters) or sequences of hash ids, each id
 weighing its block's characters. Every node records, per tenant (replica), when that tenant
 last routed a request through it; each tenant's character count is the characters of the
-nodes it is on. `prefix_match` walks as far as the text matches and returns the matched
-characters and the deepest node reached (a partly matched edge counts, as in `tree.rs`);
+nodes it is on, and its leaves (its nodes none of whose children it is on) are kept as a set,
+so that evicting never walks the tree. `prefix_match` walks as far as the text matches and
+returns the matched characters and the deepest node reached (a partly matched edge counts, as
+in `tree.rs`);
 `insert` adds the text for a tenant; `evict` removes a tenant's least recently used leaves
 until its count is within a limit (SGLang's rule); `evict_oldest` removes a tenant's nodes a
 timestamp at a time, oldest first, until enough characters are gone (Ray's rule).
@@ -43,6 +45,8 @@ class TenantTree:
         self.root = Node((), None, None)
         self.root.tenants = dict.fromkeys(range(num_tenants), 0.0)
         self.tenant_chars = [0] * num_tenants
+        self.leaves: list[set[Node]] = [set() for _ in range(num_tenants)]
+        """Each tenant's leaves: its nodes (not the root) none of whose children it is on."""
 
     def prefix_match(self, units: Sequence, weights: Sequence[int] | None) -> tuple[int, Node]:
         """Matched characters of the text, and the deepest node the walk reached."""
@@ -77,8 +81,13 @@ class TenantTree:
         return split_edge(parent.children, head.key[0], head, node, node.key[0])
 
     def _visit(self, node: Node, tenant: int, now: float) -> None:
+        """`tenant` reached `node`, whose parent it is on (a tenant on a node is on its
+        parent): a node it is new on is one of its leaves, and the parent no longer is."""
         if tenant not in node.tenants:
             self.tenant_chars[tenant] += node.chars
+            leaves = self.leaves[tenant]
+            leaves.discard(node.parent)
+            leaves.add(node)
         node.tenants[tenant] = now
 
     def insert(self, units: Sequence, weights: Sequence[int] | None, tenant: int, now: float):
@@ -110,17 +119,13 @@ class TenantTree:
         """Drop `tenant`'s least recently used leaves until it has at most `max_chars`."""
         if self.tenant_chars[tenant] <= max_chars:
             return
-        heap: list[tuple[float, int, Node]] = []
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            stack.extend(child for child in node.children.values() if tenant in child.tenants)
-            if node is not self.root and self._is_leaf_of(node, tenant):
-                heap.append((node.tenants[tenant], id(node), node))
+        leaves = self.leaves[tenant]
+        heap = [(node.tenants[tenant], id(node), node) for node in leaves]
         heapq.heapify(heap)
         while heap and self.tenant_chars[tenant] > max_chars:
             _, _, node = heapq.heappop(heap)
             del node.tenants[tenant]
+            leaves.remove(node)
             self.tenant_chars[tenant] -= node.chars
             parent = node.parent
             assert parent is not None
@@ -128,6 +133,7 @@ class TenantTree:
                 del parent.children[node.key[0]]
             if parent is not self.root and self._is_leaf_of(parent, tenant):
                 heapq.heappush(heap, (parent.tenants[tenant], id(parent), parent))
+                leaves.add(parent)
 
     def evict_oldest(self, tenant: int, min_chars: int) -> int:
         """Drop every `tenant` node of its oldest timestamp, then the next oldest, until at
@@ -145,24 +151,30 @@ class TenantTree:
             )
         held.sort()
         removed, index = 0, 0
+        leaves = self.leaves[tenant]
         while removed < goal and index < len(held):
             stamp = held[index][0]
             while index < len(held) and held[index][0] == stamp:
                 node = held[index][3]
                 del node.tenants[tenant]
+                leaves.discard(node)
                 self.tenant_chars[tenant] -= node.chars
                 removed += node.chars
+                parent = node.parent
+                assert parent is not None
                 if not node.tenants:
                     assert not node.children, "a child outlived its last tenant's parent"
-                    parent = node.parent
-                    assert parent is not None
                     del parent.children[node.key[0]]
+                if parent is not self.root and self._is_leaf_of(parent, tenant):
+                    leaves.add(parent)  # (a parent of the same timestamp goes next)
                 index += 1
         return removed
 
     def check_integrity(self) -> None:
-        """Each tenant's count is the characters of its nodes; a tenant's node's parent has it."""
+        """Each tenant's count is the characters of its nodes; a tenant's node's parent has it;
+        each tenant's leaves are the set it keeps."""
         counts = [0] * len(self.tenant_chars)
+        leaves: list[set[Node]] = [set() for _ in self.tenant_chars]
         stack = list(self.root.children.values())
         while stack:
             node = stack.pop()
@@ -170,5 +182,8 @@ class TenantTree:
             for tenant in node.tenants:
                 counts[tenant] += node.chars
                 assert node.parent is not None and tenant in node.parent.tenants
+                if self._is_leaf_of(node, tenant):
+                    leaves[tenant].add(node)
             stack.extend(node.children.values())
         assert counts == self.tenant_chars, (counts, self.tenant_chars)
+        assert leaves == self.leaves, "a tenant's set of leaves is stale"
