@@ -75,12 +75,14 @@ def raw_messages(request: Request) -> list | None:
     raw = request.raw.get("messages")
     if not isinstance(raw, list) or len(raw) != len(request.messages):
         return None
-    origins = request.origins
-    for index in range(len(raw)):
-        key = f"messages[{index}]"
-        if origins.get(key) != key:
-            return None
-    return raw
+    keys = _message_keys(len(raw))
+    return raw if list(map(request.origins.get, keys)) == keys else None
+
+
+@lru_cache(maxsize=256)
+def _message_keys(count: int) -> list[str]:
+    """The normalized paths of `count` messages (callers do not change the list)."""
+    return [f"messages[{index}]" for index in range(count)]
 
 
 def raw_message(request: Request, index: int) -> Any:
