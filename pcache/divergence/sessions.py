@@ -73,6 +73,8 @@ class SessionTracker:
         self.latest: OrderedDict[str, tuple[Request, Any]] = OrderedDict()
         """Each open session's latest request, least recently continued first."""
         self.by_anchor: dict[str, str] = {}
+        self.anchors: dict[str, str | None] = {}
+        """The anchor (`_anchor`) of each open session's latest request."""
         self.count = 0
         self.clock: float | None = None
         """The latest timestamp seen."""
@@ -95,7 +97,7 @@ class SessionTracker:
 
     def _forget(self, session: str, request: Request) -> None:
         del self.latest[session]
-        anchor = _anchor(request)
+        anchor = self.anchors.pop(session)
         if anchor is not None and self.by_anchor.get(anchor) == session:
             del self.by_anchor[anchor]
 
@@ -123,11 +125,11 @@ class SessionTracker:
         """Remember `request` (and what the caller keeps for it) as its session's latest."""
         old = self.latest.pop(session, None)
         if old is not None:
-            anchor = _anchor(old[0])
+            anchor = self.anchors.pop(session)
             if anchor is not None and self.by_anchor.get(anchor) == session:
                 del self.by_anchor[anchor]
         self.latest[session] = (request, stored)
-        anchor = _anchor(request)
+        anchor = self.anchors[session] = _anchor(request)
         if anchor is not None:
             self.by_anchor[anchor] = session
         while len(self.latest) > self.max_open:

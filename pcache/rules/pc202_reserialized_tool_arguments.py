@@ -54,11 +54,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from pcache.divergence.history import canonical
 from pcache.prompt.shapes.request import parse_arguments
 from pcache.rules.base import Rule, Violation
 from pcache.rules.context import LintContext
-from pcache.rules.slots import exact, raw_message
+from pcache.rules.slots import exact, raw_message, raw_messages
 from pcache.text.redaction import quote
 
 RULE = Rule(
@@ -94,11 +96,25 @@ def _bytes(arguments: Any) -> bytes:
     return arguments.encode() if isinstance(arguments, str) else exact(arguments)
 
 
+def _same_bytes(old: list | None, new: list | None, count: int) -> bool:
+    """Whether the first `count` messages of two bodies' lists serialize to the same bytes
+    (so each one does); False when either list is not the requests' own."""
+    if old is None or new is None:
+        return False
+    try:
+        return exact(old[:count]) == exact(new[:count])
+    except orjson.JSONEncodeError:
+        return False
+
+
 def check(ctx: LintContext) -> Iterator[Violation]:
     if ctx.previous is None:
         return
     request, previous = ctx.current.request, ctx.previous.request
-    for index in range(min(len(previous.messages), len(request.messages))):
+    shared = min(len(previous.messages), len(request.messages))
+    if _same_bytes(raw_messages(previous), raw_messages(request), shared):
+        return  # every message as sent before, byte for byte
+    for index in range(shared):
         if request.messages[index]["role"] != "assistant":
             continue
         if exact(raw_message(previous, index)) == exact(raw_message(request, index)):

@@ -61,7 +61,11 @@ PARAMETERS = (
 
 
 def _values(request: Request) -> dict[str, bytes]:
-    return {path: exact(resolve(request.raw, path)) for path in PARAMETERS}
+    values = {path: resolve(request.raw, path) for path in PARAMETERS}
+    return {path: NULL if value is None else exact(value) for path, value in values.items()}
+
+
+NULL = exact(None)
 
 
 def check(ctx: LintContext) -> Iterator[Violation]:

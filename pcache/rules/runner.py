@@ -250,6 +250,9 @@ class _Run:
         self.debts: dict[str, int] = {}
         """Tokens the fixed log costs more than the log in some requests, by rule."""
         self.rendered_contexts: deque[RequestContext] = deque()
+        """The requests linted last, whose renders are kept (`KEEP_RENDERED`)."""
+        self.kept_renders: set[int] = set()
+        """The ids of `rendered_contexts` (a membership test without a scan)."""
         self.diagnostics: list[Diagnostic] = []
         self.groups: dict[object, Diagnostic] = {}
         self.summary = LintSummary(
@@ -459,8 +462,11 @@ class _Run:
 
     def _remember_rendered(self, current: RequestContext) -> None:
         self.rendered_contexts.append(current)
+        self.kept_renders.add(id(current))
         while len(self.rendered_contexts) > KEEP_RENDERED:
-            self.rendered_contexts.popleft().release()
+            oldest = self.rendered_contexts.popleft()
+            self.kept_renders.discard(id(oldest))
+            oldest.release()
 
     def _wanted(self, rule: Rule, violation: Violation) -> bool:
         if not self._keep(rule.code):
@@ -544,7 +550,7 @@ class _Run:
         for earlier, earlier_number, conversation in candidates:
             was_rendered = earlier.is_rendered
             self.finder.find(current, number, earlier, earlier_number, conversation)
-            if not was_rendered and earlier not in self.rendered_contexts:
+            if not was_rendered and id(earlier) not in self.kept_renders:
                 earlier.release()
 
     def _position(self, current: RequestContext, violation: Violation) -> int | None:

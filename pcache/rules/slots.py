@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -46,19 +47,42 @@ def exact(value: Any) -> bytes:
 _STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 
 
+@lru_cache(maxsize=4096)
+def _steps(path: str) -> tuple[str | int, ...]:
+    """The keys (str) and list indexes (int) of a source path, in order."""
+    return tuple(int(index) if index else name for name, index in _STEP.findall(path))
+
+
 def resolve(document: Any, path: str) -> Any:
     """The value at a source path such as `messages[2].tool_calls[0].function.arguments`."""
     value = document
-    for name, index in _STEP.findall(path):
-        if index:
-            if not isinstance(value, list) or int(index) >= len(value):
+    for step in _steps(path):
+        if type(step) is int:
+            if not isinstance(value, list) or step >= len(value):
                 return None
-            value = value[int(index)]
+            value = value[step]
         else:
-            if not isinstance(value, dict) or name not in value:
+            if not isinstance(value, dict) or step not in value:
                 return None
-            value = value[name]
+            value = value[step]
     return value
+
+
+def raw_messages(request: Request) -> list | None:
+    """The body's own message list when normalized message `i` is its item `i` for every
+    message (what `raw_message` then gives); None when they differ (another wire shape,
+    messages made from several parts)."""
+    raw = request.raw.get("messages")
+    if not isinstance(raw, list) or len(raw) != len(request.messages):
+        return None
+    keys = _message_keys(len(raw))
+    return raw if list(map(request.origins.get, keys)) == keys else None
+
+
+@lru_cache(maxsize=256)
+def _message_keys(count: int) -> list[str]:
+    """The normalized paths of `count` messages (callers do not change the list)."""
+    return [f"messages[{index}]" for index in range(count)]
 
 
 def raw_message(request: Request, index: int) -> Any:
