@@ -12,18 +12,22 @@ from pcache.cli.options import (
     DEFAULT_EXECUTOR,
     BlockSizeOpt,
     ColumnOpt,
+    ConfigOpt,
     DateOpt,
     ExecutorOpt,
+    ExtendSelectOpt,
     GroupByOpt,
+    IgnoreOpt,
     JobsOpt,
     LintTokenizerOpt,
     PriceOpt,
+    ProfileOpt,
     RayAddressOpt,
     RedactOpt,
+    SelectOpt,
     VerboseOpt,
     say_encoder,
 )
-from pcache.defaults import PROFILE_NAMES
 
 FORMATS = ("full", "concise", "json", "github", "sarif")
 
@@ -33,16 +37,9 @@ def lint_command(
         list[str] | None,
         typer.Argument(help="Request files (.json), logs (.jsonl), directories, or - for stdin."),
     ] = None,
-    select: Annotated[
-        list[str] | None,
-        typer.Option("--select", help="Rule codes or prefixes to enable (replaces config)."),
-    ] = None,
-    extend_select: Annotated[
-        list[str] | None, typer.Option("--extend-select", help="Add rule codes or prefixes.")
-    ] = None,
-    ignore: Annotated[
-        list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable.")
-    ] = None,
+    select: SelectOpt = None,
+    extend_select: ExtendSelectOpt = None,
+    ignore: IgnoreOpt = None,
     explain: Annotated[
         str | None, typer.Option("--explain", help="Print a rule's documentation and exit.")
     ] = None,
@@ -59,17 +56,12 @@ def lint_command(
     exit_zero: Annotated[
         bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings.")
     ] = False,
-    profile: Annotated[
-        str | None,
-        typer.Option("--profile", help=f"Cache that prices findings: {', '.join(PROFILE_NAMES)}."),
-    ] = None,
+    profile: ProfileOpt = None,
     tokenizer: LintTokenizerOpt = None,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
     date: DateOpt = DEFAULT_DATE,
     column: ColumnOpt = None,
-    config: Annotated[
-        str | None, typer.Option("--config", help="pyproject.toml to read [tool.pcache.lint] from.")
-    ] = None,
+    config: ConfigOpt = None,
     diff: Annotated[
         str | None,
         typer.Option(

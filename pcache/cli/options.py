@@ -17,6 +17,7 @@ from pcache.defaults import (  # a leaf module: `pcache --help` stays light
     DEFAULT_TOKENIZER,
     MAX_BLOCK_SIZE,
     MAX_JOBS,
+    PROFILE_NAMES,
 )
 
 __all__ = [
@@ -109,6 +110,23 @@ ColumnOpt = Annotated[
         help="The column of Parquet/CSV inputs that holds the request bodies (default: the first"
         " JSON-looking one; FILE#COLUMN names it per file).",
     ),
+]
+SelectOpt = Annotated[
+    list[str] | None,
+    typer.Option("--select", help="Rule codes or prefixes to enable (replaces config)."),
+]
+ExtendSelectOpt = Annotated[
+    list[str] | None, typer.Option("--extend-select", help="Add rule codes or prefixes.")
+]
+IgnoreOpt = Annotated[
+    list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable.")
+]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option("--profile", help=f"Cache that prices findings: {', '.join(PROFILE_NAMES)}."),
+]
+ConfigOpt = Annotated[
+    str | None, typer.Option("--config", help="pyproject.toml to read [tool.pcache.lint] from.")
 ]
 GroupByOpt = Annotated[
     list[str] | None,

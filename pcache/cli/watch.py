@@ -10,10 +10,15 @@ from pcache.cli.options import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_DATE,
     BlockSizeOpt,
+    ConfigOpt,
     DateOpt,
+    ExtendSelectOpt,
     GroupByOpt,
+    IgnoreOpt,
     LintTokenizerOpt,
+    ProfileOpt,
     RedactOpt,
+    SelectOpt,
 )
 from pcache.defaults import PROFILE_NAMES
 
@@ -55,26 +60,14 @@ def watch_command(
             " longest cache lifetime; 3600 for profiles without one).",
         ),
     ] = None,
-    select: Annotated[
-        list[str] | None,
-        typer.Option("--select", help="Rule codes or prefixes to enable (replaces config)."),
-    ] = None,
-    extend_select: Annotated[
-        list[str] | None, typer.Option("--extend-select", help="Add rule codes or prefixes.")
-    ] = None,
-    ignore: Annotated[
-        list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable.")
-    ] = None,
-    profile: Annotated[
-        str | None,
-        typer.Option("--profile", help=f"Cache that prices findings: {', '.join(PROFILE_NAMES)}."),
-    ] = None,
+    select: SelectOpt = None,
+    extend_select: ExtendSelectOpt = None,
+    ignore: IgnoreOpt = None,
+    profile: ProfileOpt = None,
     tokenizer: LintTokenizerOpt = None,
     block_size: BlockSizeOpt = DEFAULT_BLOCK_SIZE,
     date: DateOpt = DEFAULT_DATE,
-    config: Annotated[
-        str | None, typer.Option("--config", help="pyproject.toml to read [tool.pcache.lint] from.")
-    ] = None,
+    config: ConfigOpt = None,
     group_by: GroupByOpt = None,
     redact: RedactOpt = False,
     exit_zero: Annotated[
