@@ -263,7 +263,9 @@ def _renders_with_today(request: Any, options: EndpointOptions, server: list[int
 
 
 def _plan(session: Session, requests: dict) -> None:
-    """The token records, the bodies to send and the prediction, from what was learned."""
+    """The token records, the bodies to send and the prediction, from what was learned (the
+    prediction before the run, which a run cut short reports; `_predict_ran` replaces it
+    with the one of the pass that ran, generated tokens and timeline included)."""
     options = session.options
     session.trace = materialize(session.trace, options)
     # behind a router, the text the replicas tokenized (/tokenize) is sent as text
