@@ -196,7 +196,8 @@ def summary_lines(status) -> list[str]:
         for total in rules:
             label = f"{total.code} {total.name}".ljust(width)
             lines.append(
-                f"  {label}  {total.count:>6,} findings  {total.tokens_reprefilled:>10,} tokens"
+                f"  {label}  {total.count:>6,} {'finding' if total.count == 1 else 'findings':<8}"
+                f"  {total.tokens_reprefilled:>10,} tokens"
             )
     lines.append(f"  no finding: {totals.unattributed_tokens:,} tokens")
     if totals.group_by:
