@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -418,3 +419,54 @@ def test_the_window_forgets_what_no_request_used_for_that_long(tmp_path, cli):
     kept = cli("watch", log, "--once", "-f", "json", "--exit-zero", "--window", "7201")
     assert (forgot["window"], forgot["reusable_tokens"]) == (3600.0, 0)
     assert json.loads(kept.stdout)["reusable_tokens"] > 0
+
+
+def _get(url: str, key: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if key is not None:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers.get("WWW-Authenticate", "")
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get("WWW-Authenticate", "")
+
+
+def test_a_key_guards_the_page_and_the_status_and_with_metrics_auth_the_metrics(tmp_path):
+    log = tmp_path / "log.jsonl"
+    write_lines(log, 0, 3)
+    for metrics_auth in (False, True):
+        flags = ("--metrics-auth",) if metrics_auth else ()
+        watching = Watching(str(log), "--api-key", "s3cret", *flags)
+        try:
+            url = watching.url
+            for route in ("/", "/status.json"):
+                assert _get(url + route) == (401, "Bearer")
+                assert _get(url + route, "wrong")[0] == 401
+                assert _get(url + route, "s3cret")[0] == 200
+            assert _get(url + "/health")[0] == 200
+            assert _get(url + "/metrics")[0] == (401 if metrics_auth else 200)
+            assert _get(url + "/metrics", "s3cret")[0] == 200
+        finally:
+            assert watching.stop() == 0
+
+
+def test_an_idle_connection_is_closed_and_holds_up_no_one(monkeypatch):
+    from pcache.watch import server as watch_server
+
+    monkeypatch.setattr(watch_server._Handler, "timeout", 0.5)
+    served = watch_server.StatusServer("127.0.0.1", 0, lambda: None, 2)
+    served.start()
+    try:
+        idle = socket.create_connection(("127.0.0.1", served.port))
+        idle.settimeout(5)
+        assert _get(f"http://127.0.0.1:{served.port}/health")[0] == 200  # served meanwhile
+        assert idle.recv(1) == b""  # closed by the server after its read timeout
+        idle.close()
+    finally:
+        served.close()
+
+
+def test_metrics_auth_needs_a_key(cli):
+    refused = cli("watch", SAMPLE, "--metrics-auth")
+    assert refused.exit_code == 2 and "--metrics-auth needs --api-key" in refused.stderr

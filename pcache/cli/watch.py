@@ -51,6 +51,19 @@ def watch_command(
     port: Annotated[
         int, typer.Option("--port", help="Port of /metrics and the live page (0: any free one).")
     ] = DEFAULT_PORT,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="PCACHE_API_KEY",
+            show_envvar=False,
+            help="Every route but /health (and /metrics, unless --metrics-auth) needs"
+            " Authorization: Bearer KEY (env PCACHE_API_KEY).",
+        ),
+    ] = None,
+    metrics_auth: Annotated[
+        bool, typer.Option("--metrics-auth", help="/metrics needs the --api-key too.")
+    ] = False,
     window: Annotated[
         float | None,
         typer.Option(
@@ -81,6 +94,7 @@ def watch_command(
     from pcache.api import lint_options
     from pcache.errors import InputError, UsageError
     from pcache.text.redaction import redacting
+    from pcache.watch.server import Access
     from pcache.watch.watcher import Watcher
 
     if format not in FORMATS:
@@ -93,6 +107,10 @@ def watch_command(
         raise UsageError(f"--port must be in [0, 65535], got {port}")
     if profile is not None and profile not in PROFILE_NAMES:
         raise UsageError(f"--profile must be one of {', '.join(PROFILE_NAMES)}, got {profile!r}")
+    if metrics_auth and api_key is None:
+        raise UsageError("--metrics-auth needs --api-key")
+    if api_key is not None and not api_key.strip():
+        raise UsageError("--api-key must not be empty")
     options, settings = lint_options(
         select=select,
         extend_select=extend_select,
@@ -117,10 +135,10 @@ def watch_command(
             if watcher.status.totals.failing and not exit_zero:
                 raise typer.Exit(1)
             return
-        _serve(watcher, host, port, interval)
+        _serve(watcher, host, port, interval, Access(api_key, metrics_auth))
 
 
-def _serve(watcher, host: str, port: int, interval: float) -> None:
+def _serve(watcher, host: str, port: int, interval: float, access) -> None:
     """Poll until SIGTERM or SIGINT, serving the latest status."""
     import math
     import signal
@@ -131,14 +149,14 @@ def _serve(watcher, host: str, port: int, interval: float) -> None:
     from pcache.watch.server import StatusServer
 
     refresh = max(2, math.ceil(interval))
-    server = StatusServer(host, port, lambda: watcher.status, refresh)
+    server = StatusServer(host, port, lambda: watcher.status, refresh, access)
     stop = threading.Event()
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: stop.set())
-    if not is_loopback(host):
+    if not is_loopback(host) and access.api_key is None:
         warning(
-            f"--host {host}: anyone who can reach the port reads the findings (their messages"
-            " quote the requests; --redact shows them as shapes)"
+            f"--host {host} without --api-key: anyone who can reach the port reads the findings"
+            " (their messages quote the requests; --redact shows them as shapes)"
         )
     server.start()
     shown = f"[{host}]" if ":" in host else host
