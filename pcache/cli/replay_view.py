@@ -177,13 +177,10 @@ def render(result: ReplayResult, format: str) -> None:
 
 def _miss_row(total: dict[str, int]) -> tuple[str, str, str]:
     """The missed tokens by reason, largest first."""
-    missed = sum(total.values())
-    parts = [
-        f"{reason.replace('_', ' ')} {count / missed:.1%}"
-        for reason, count in sorted(total.items(), key=lambda item: -item[1])
-        if count
-    ]
-    return ("missed tokens", f"{missed:,}", ", ".join(parts) or "none")
+    from pcache.replayer.miss_reasons import reason_shares
+
+    shares = reason_shares(total, counts=False)
+    return ("missed tokens", f"{sum(total.values()):,}", shares or "none")
 
 
 def _render_fleet(report: ReplayReport) -> None:

@@ -111,17 +111,29 @@ def summed(reasons: Iterable[MissReasons | None]) -> dict[str, int]:
     return total
 
 
+def reason_shares(total: dict[str, int], counts: bool = True) -> str:
+    """`evicted 30 (75.0%), never cached 10 (25.0%)` (without `counts`: `evicted 75.0%, ...`),
+    largest first; empty when nothing was missed."""
+    missed = sum(total.values())
+    ordered = sorted(((count, reason) for reason, count in total.items() if count), key=_first)
+    return ", ".join(
+        f"{reason.replace('_', ' ')} {count:,} ({count / missed:.1%})"
+        if counts
+        else f"{reason.replace('_', ' ')} {count / missed:.1%}"
+        for count, reason in ordered
+    )
+
+
+def _first(pair: tuple[int, str]) -> int:
+    return -pair[0]
+
+
 def summary_line(total: dict[str, int]) -> str:
-    """`missed tokens: 1,234 (evicted 50.0%, never cached 30.0%, ...)`, largest first."""
+    """`missed tokens: 40: evicted 30 (75.0%), never cached 10 (25.0%)`, largest first."""
     missed = sum(total.values())
     if not missed:
         return "missed tokens: none"
-    parts = [
-        f"{reason.replace('_', ' ')} {count:,} ({count / missed:.1%})"
-        for reason, count in sorted(total.items(), key=lambda item: -item[1])
-        if count
-    ]
-    return f"missed tokens: {missed:,}: " + ", ".join(parts)
+    return f"missed tokens: {missed:,}: {reason_shares(total)}"
 
 
 class MissLedger:

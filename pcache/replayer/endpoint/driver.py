@@ -263,9 +263,8 @@ def _renders_with_today(request: Any, options: EndpointOptions, server: list[int
 
 
 def _plan(session: Session, requests: dict) -> None:
-    """The token records, the bodies to send and the prediction, from what was learned (the
-    prediction before the run, which a run cut short reports; `_predict_ran` replaces it
-    with the one of the pass that ran, generated tokens and timeline included)."""
+    """The token records and the bodies to send, from what was learned (the prediction comes
+    after the pass: `_predict_ran`)."""
     options = session.options
     session.trace = materialize(session.trace, options)
     # behind a router, the text the replicas tokenized (/tokenize) is sent as text
@@ -273,9 +272,6 @@ def _plan(session: Session, requests: dict) -> None:
     text = bool(session.found.get("replica_urls")) and tokenization is not None
     text = text and tokenization.kind == "server"
     session.bodies = request_bodies(session.trace, options, requests, text)
-    session.serial, session.events = predict(session.trace, options)
-    session.prediction = session.serial
-    session.predicted = [outcome.cached_tokens for outcome in session.serial.per_request]
 
 
 async def _learn_capacity(client: Any, session: Session, metrics: Any, secrets: list[str]) -> None:
@@ -663,8 +659,10 @@ def replay_endpoint(trace: Trace, options: EndpointOptions, transport: Any = Non
         asyncio.run(_replay(session, requests, offsets_of, transport))
     except KeyboardInterrupt:
         interrupted = True
-    if not session.passes or session.prediction is None:
+    if not session.passes:
         raise KeyboardInterrupt
+    if session.prediction is None:  # cut short during its pass: predict what ran of it
+        _predict_ran(session, session.passes[-1])
     measurement = _measurement(session, interrupted)
     measured = [t.ttft_s * 1000 for t in measurement.measured.timings if t.ok and t.ttft_s]
     off = session.found.get("comparison", (None,) * 6)[4]
