@@ -95,7 +95,7 @@ def synthetic(prompts, block_size, num_blocks):
 
 
 def received(events):
-    return SimpleNamespace(events=events, batches=1, missed_batches=0, undecodable=0)
+    return SimpleNamespace(events=events, batches=1, missed_batches=0, undecodable=0, stale=0)
 
 
 @pytest.mark.parametrize("seed", range(3))

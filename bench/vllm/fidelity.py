@@ -33,16 +33,11 @@ BLOCK = 32
 
 
 def eviction(seed: int) -> list[list[int]]:
-    """6 prefixes of 12 blocks, a suffix of 1-40 tokens each, a group kept 40% of the time."""
-    chooser = random.Random(seed)
-    prefixes = [list(range(10_000 + 1_000 * g, 10_384 + 1_000 * g)) for g in range(6)]
-    prompts, group = [], 0
-    for index in range(40):
-        if index and chooser.random() < 0.6:
-            group = chooser.randrange(6)
-        tail = 60_000 + 64 * index
-        prompts.append(prefixes[group] + list(range(tail, tail + chooser.randint(1, 40))))
-    return prompts
+    """The vLLM suite's eviction trace (`tests/vllm/traces.py`): 6 prefixes of 12 blocks, a
+    suffix of 1-40 tokens each, a group kept 40% of the time."""
+    from tests.vllm.traces import eviction_requests
+
+    return [body["token_ids"] for body in eviction_requests(seed=seed)]
 
 
 def round_robin(seed: int) -> list[list[int]]:

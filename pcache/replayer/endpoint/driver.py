@@ -85,6 +85,8 @@ class Session:
     """The serial prediction (requests one at a time, in trace order)."""
     events: list[tuple] = field(default_factory=list)
     """The pool events of `prediction`'s replay (the KV-event check compares them)."""
+    keys: dict[int, Any] = field(default_factory=dict)
+    """The block keys of each request (by position) in that replay's pool."""
     block_size_source: str = ""
     capacity_source: str = ""
     tokenization: Tokenization | None = None
@@ -96,9 +98,10 @@ def predict(
     options: EndpointOptions,
     timings: list[RequestTiming] | None = None,
     publish_blocks: str | None = None,
-) -> tuple[ReplayReport, list[tuple]]:
+) -> tuple[ReplayReport, Any]:
     """The simulator's replay of the same tokens through one vLLM pool of the server's size,
-    from an empty cache, its misses explained, and the pool's KV events.
+    from an empty cache, its misses explained; and what it watched (`Watched`): its pool's KV
+    events and each request's block keys (by position), which the KV-event check reads.
 
     Serial (in trace order, one request at a time) without `publish_blocks`; given a run's
     `timings`, each request also writes the KV of the tokens it generated, as the server's
@@ -107,7 +110,6 @@ def predict(
     blocks hits for others by `publish_blocks`' rule, held until its last step."""
     from pcache.replayer.simulate.driver import SimulationOptions, Watched, simulate
 
-    events: list[tuple] = []
     timeline = None
     records = [replace(record, index=n) for n, record in enumerate(trace.records)]
     if timings is not None:  # outcomes by position, as the timings
@@ -132,8 +134,9 @@ def predict(
         explain_misses=True,
     )
     trace = replace(trace, records=records)
-    report = simulate(trace, simulation, keep_requests=True, watched=Watched(events, timeline))
-    return report, events
+    watched = Watched(events=[], timeline=timeline, keys={})
+    report = simulate(trace, simulation, keep_requests=True, watched=watched)
+    return report, watched
 
 
 def _generated(index: int, count: int | None) -> list[int] | None:
@@ -298,11 +301,12 @@ def _predict_ran(session: Session, result: PassResult) -> None:
     generated: serial when requests came one at a time; when they overlapped, the pool
     replayed on the pass's own timeline, with the serial prediction kept beside it."""
     timings = result.timings
-    session.serial, session.events = predict(session.trace, session.options, timings)
+    session.serial, watched = predict(session.trace, session.options, timings)
     session.prediction = session.serial
     if result.max_concurrent_requests > 1:
         rule = "prefilled" if session.found.get("kind") == "sglang" else "scheduled"
-        session.prediction, session.events = predict(session.trace, session.options, timings, rule)
+        session.prediction, watched = predict(session.trace, session.options, timings, rule)
+    session.events, session.keys = watched.events, watched.keys
     by_index = {outcome.index: outcome.cached_tokens for outcome in session.prediction.per_request}
     session.predicted = [
         by_index.get(outcome.index, outcome.cached_tokens) for outcome in session.serial.per_request
@@ -515,20 +519,11 @@ async def _replica_side(
 
 
 def _check_events(session: Session, received: Any, before: Any) -> Any:
-    from pcache.cache.hashing import HashSettings
-    from pcache.cache.request import CacheRequest
-
     options = session.options
     config = before.cache_config if before is not None else {}
     blocks = config.get("num_gpu_blocks", "")
     records = session.trace.records
-    settings = HashSettings(options.settings.hash_algo, options.settings.block_size)
-    keys = [
-        CacheRequest.from_tokens(
-            "", record.token_ids or [], settings, cache_salt=record.cache_salt
-        ).block_hashes
-        for record in records
-    ]
+    keys = [session.keys.get(position, ()) for position in range(len(records))]
     return check_kv_events(
         options.kv_events or "",
         received,

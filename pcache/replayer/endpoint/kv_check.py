@@ -176,7 +176,7 @@ def check_kv_events(
     check.removed_matched = sum((removed & predicted_removed).values())
     check.removed_missing = sum((predicted_removed - removed).values())
     check.removed_unexpected = sum((removed - predicted_removed).values())
-    if getattr(received, "stale", 0):
+    if received.stale:
         check.notes.append(
             f"{received.stale} events the server published before the replay were left out"
         )

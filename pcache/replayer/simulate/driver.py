@@ -177,6 +177,9 @@ class Watched:
     timeline: Sequence[tuple[float, float]] | None = None
     """Timed: each record's measured (first token, end) times in ms, on the clock of its
     `timestamp_ms`: the replay follows a run's own timeline instead of the TTFT model's."""
+    keys: dict[int, Sequence] | None = None
+    """A dict each admitted record's block keys (`VllmPolicy.block_keys`) are put in, by its
+    index: what the pool's events name its blocks by."""
 
 
 def simulate(
@@ -204,9 +207,11 @@ def _simulate(
         options.concurrency == "timed" and len(timeline) == len(trace.records)
     )
     explain = options.explain_misses and options.policy == "vllm"
-    policy, block_size = _make_policy(trace, options, explain or events is not None)
+    policy, block_size = _make_policy(
+        trace, options, explain or events is not None or watched.keys is not None
+    )
     ledger = MissLedger(detail=keep_requests) if explain else None
-    recording = explain or events is not None
+    recording = explain or events is not None or watched.keys is not None
     fast = not keep_requests and not check_every and not recording
     if options.concurrency == "serial" and fast:
         return _simulate_serial(trace, options, policy, block_size, progress)
@@ -251,6 +256,8 @@ def _simulate(
         except CapacityTooSmall as failure:
             raise _capacity_error(trace, options, record, position, failure, block_size) from None
         if recording:
+            if watched.keys is not None:
+                watched.keys[record.index] = policy.block_keys(record, admission)
             reasons = watch_admission(policy, ledger, record, admission, block_size, events)
             if reasons is not None:
                 missed.append(reasons)
